@@ -1,0 +1,51 @@
+// Shared arithmetic of the ring schedules: how a buffer is cut into one
+// segment per rank and each segment into pipeline chunks, and how a ring step
+// is emitted so that the chunk a rank forwards at step g waits for exactly the
+// chunk it received at step g - 1.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include "collectives/schedule.h"
+
+namespace tidal::coll {
+
+inline int mod(int a, int n) { return ((a % n) + n) % n; }
+
+// Element range of segment j when `count` elements are split over n ranks as
+// evenly as possible (the first count % n segments get one more).
+struct Range {
+  size_t begin;
+  size_t size;
+};
+inline Range segment(size_t count, int n, int j) {
+  const size_t base = count / static_cast<size_t>(n);
+  const size_t extra = count % static_cast<size_t>(n);
+  const size_t uj = static_cast<size_t>(j);
+  return {uj * base + std::min(uj, extra), base + (uj < extra ? 1 : 0)};
+}
+
+inline size_t chunkElems(size_t chunkBytes, size_t typeSize) {
+  return std::max<size_t>(1, chunkBytes / typeSize);
+}
+
+// Emits the ring: for g in [0, steps), send segment sendSeg(g) to the right and
+// receive segment sendSeg(g) - 1 from the left, chunk by chunk. `makeSend` and
+// `makeRecv` fill in buffers for (step, element range); dependencies are wired
+// here: send (g, c) waits for recv (g - 1, c). Empty chunks are skipped on
+// both sides consistently because both compute the same ranges.
+struct RingEmitter {
+  int rank, nranks, steps;
+  size_t count;       // elements in the whole (segmented) buffer
+  size_t chunk;       // elements per chunk
+  size_t typeSize;
+  std::function<int(int step)> sendSegment;
+  std::function<SendOp(int step, Range r)> makeSend;
+  std::function<RecvOp(int step, Range r)> makeRecv;
+
+  void emit(Schedule& s) const;
+};
+
+}  // namespace tidal::coll

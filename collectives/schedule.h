@@ -1,0 +1,87 @@
+// Collective algorithms as schedules.
+//
+// A schedule is what one rank does in one collective, written down before any
+// byte moves: local copies to do first, the ordered list of transfers it sends
+// (each possibly waiting for an earlier receive to land), and the ordered
+// list of transfers it receives (each either stored or reduced into place).
+// The engine (src/engine) executes schedules over transports; schedules do no
+// I/O and include no transport header, so the same schedules can drive a
+// simulator and be unit-tested by running them in memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "tidal/tidal.h"
+
+namespace tidal::coll {
+
+// Which buffer an offset refers to. Scratch is a per-communicator buffer of
+// Schedule::scratchBytes that holds partial results a rank forwards but does
+// not keep (chain Reduce, ring ReduceScatter).
+enum class Buffer : uint8_t { Send, Recv, Scratch };
+
+struct BufferRef {
+  Buffer buffer;
+  size_t offset;  // bytes
+};
+
+struct CopyOp {
+  BufferRef src;
+  BufferRef dst;
+  size_t bytes;
+};
+
+struct SendOp {
+  int peer;
+  BufferRef src;
+  size_t bytes;
+  // Index into Schedule::recvs that must have completed (and been reduced)
+  // before this send may start; -1 when it depends on nothing.
+  int64_t afterRecv;
+};
+
+struct RecvOp {
+  int peer;
+  BufferRef dst;
+  size_t bytes;
+  // false: the data lands in dst. true: it lands in a staging slot and then
+  // dst = localInput OP data, divided by `divisor` when non-zero (avg).
+  bool reduce;
+  BufferRef localInput;
+  int divisor;
+};
+
+struct Schedule {
+  std::vector<CopyOp> prologue;
+  std::vector<SendOp> sends;
+  std::vector<RecvOp> recvs;
+  size_t scratchBytes = 0;
+  tidalDataType_t type = tidalFloat32;
+  // The op the engine applies: avg arrives here as sum, with divisors set.
+  tidalRedOp_t op = tidalSum;
+};
+
+struct CollectiveArgs {
+  int rank;
+  int nranks;
+  size_t count;  // elements: total for AllReduce/Broadcast/Reduce; per rank for AllGather (send) and ReduceScatter (recv)
+  tidalDataType_t type;
+  tidalRedOp_t op;
+  int root;
+  size_t chunkBytes;  // pipeline granularity
+  bool inPlace;
+};
+
+// Ring reduce-scatter then allgather, pipelined in chunks (ring_allreduce.cc).
+Schedule ringAllReduce(const CollectiveArgs& args);
+// Ring allgather and reduce-scatter, pipelined in chunks (ring_allgather.cc, ring_reduce_scatter.cc).
+Schedule ringAllGather(const CollectiveArgs& args);
+Schedule ringReduceScatter(const CollectiveArgs& args);
+// Pipelined chains along the ring order, starting at (Broadcast) or ending at
+// (Reduce) the root (chain.cc).
+Schedule chainBroadcast(const CollectiveArgs& args);
+Schedule chainReduce(const CollectiveArgs& args);
+
+}  // namespace tidal::coll

@@ -1,0 +1,149 @@
+/*
+ * Tidal: collective communication for distributed training.
+ *
+ * C99 API shaped like NCCL's, so that porting code is a rename (nccl -> tidal).
+ * Every function returns a tidalResult_t; tidalGetLastError(comm) returns a
+ * human-readable explanation of the most recent failure on that communicator
+ * (or, with comm == NULL, on the calling thread).
+ */
+#ifndef TIDAL_TIDAL_H_
+#define TIDAL_TIDAL_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TIDAL_MAJOR 0
+#define TIDAL_MINOR 1
+#define TIDAL_PATCH 0
+#define TIDAL_VERSION_CODE (TIDAL_MAJOR * 10000 + TIDAL_MINOR * 100 + TIDAL_PATCH)
+
+#if defined(__GNUC__)
+#define TIDAL_API __attribute__((visibility("default")))
+#else
+#define TIDAL_API
+#endif
+
+typedef struct tidalComm* tidalComm_t;
+
+#define TIDAL_UNIQUE_ID_BYTES 128
+/* Opaque; produced by tidalGetUniqueId on one rank and shipped to the others. */
+typedef struct {
+  char internal[TIDAL_UNIQUE_ID_BYTES];
+} tidalUniqueId;
+
+typedef enum {
+  tidalSuccess = 0,
+  tidalUnhandledCudaError = 1,
+  tidalSystemError = 2,
+  tidalInternalError = 3,
+  tidalInvalidArgument = 4,
+  tidalInvalidUsage = 5,
+  tidalRemoteError = 6,
+  tidalInProgress = 7,
+  tidalTimeout = 8,
+  tidalNumResults = 9
+} tidalResult_t;
+
+/* Same numbering as NCCL's ncclDataType_t. */
+typedef enum {
+  tidalInt8 = 0,
+  tidalChar = 0,
+  tidalUint8 = 1,
+  tidalInt32 = 2,
+  tidalInt = 2,
+  tidalUint32 = 3,
+  tidalInt64 = 4,
+  tidalUint64 = 5,
+  tidalFloat16 = 6,
+  tidalHalf = 6,
+  tidalFloat32 = 7,
+  tidalFloat = 7,
+  tidalFloat64 = 8,
+  tidalDouble = 8,
+  tidalBfloat16 = 9,
+  tidalNumTypes = 10
+} tidalDataType_t;
+
+/* Same numbering as NCCL's ncclRedOp_t. */
+typedef enum {
+  tidalSum = 0,
+  tidalProd = 1,
+  tidalMax = 2,
+  tidalMin = 3,
+  tidalAvg = 4,
+  tidalNumOps = 5
+} tidalRedOp_t;
+
+/* Library version as TIDAL_MAJOR * 10000 + TIDAL_MINOR * 100 + TIDAL_PATCH. */
+TIDAL_API tidalResult_t tidalGetVersion(int* version);
+
+/* Creates a unique id (root address + 128-bit random secret). Call on one rank,
+ * distribute to all others out of band, then call tidalCommInitRank everywhere.
+ * The calling process becomes the rendezvous root and must call
+ * tidalCommInitRank with rank 0. */
+TIDAL_API tidalResult_t tidalGetUniqueId(tidalUniqueId* uniqueId);
+
+/* Collective: all nranks ranks must call it with the same id. */
+TIDAL_API tidalResult_t tidalCommInitRank(tidalComm_t* comm, int nranks, tidalUniqueId commId,
+                                          int rank);
+
+/* Creates ndev communicators in this process, ranks 0..ndev-1, each initialised
+ * on its own thread. devlist may be NULL (it names CUDA devices once CUDA lands).
+ * Collectives on such communicators block, so call each one from its own thread. */
+TIDAL_API tidalResult_t tidalCommInitAll(tidalComm_t* comms, int ndev, const int* devlist);
+
+/* Reads rank, size and rendezvous from the launcher's environment: torchrun
+ * (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), TIDAL_COMM_ID=host:port with
+ * TIDAL_RANK/TIDAL_NRANKS, Open MPI (OMPI_COMM_WORLD_*), MPICH (PMI_RANK,
+ * PMI_SIZE), Slurm (SLURM_PROCID, SLURM_NTASKS). Where the launcher gives no
+ * address, the id is exchanged through PMIx. See docs/env.md. */
+TIDAL_API tidalResult_t tidalCommInitFromEnv(tidalComm_t* comm);
+
+/* Waits for outstanding work, then frees. */
+TIDAL_API tidalResult_t tidalCommDestroy(tidalComm_t comm);
+/* Stops outstanding work (it returns an error), closes connections, frees.
+ * May be called from another thread while a collective is blocked. */
+TIDAL_API tidalResult_t tidalCommAbort(tidalComm_t comm);
+
+TIDAL_API tidalResult_t tidalCommCount(const tidalComm_t comm, int* count);
+TIDAL_API tidalResult_t tidalCommUserRank(const tidalComm_t comm, int* rank);
+/* tidalSuccess while healthy; the first error that broke the communicator otherwise. */
+TIDAL_API tidalResult_t tidalCommGetAsyncError(tidalComm_t comm, tidalResult_t* asyncError);
+
+TIDAL_API const char* tidalGetErrorString(tidalResult_t result);
+/* Detailed text of the last failure on comm (or on this thread when comm is NULL).
+ * The pointer stays valid until the next Tidal call on the same comm/thread. */
+TIDAL_API const char* tidalGetLastError(tidalComm_t comm);
+
+/*
+ * Collectives. Argument order and in-place conventions follow NCCL:
+ *  - AllReduce/Broadcast/Reduce: in place when sendbuff == recvbuff.
+ *  - AllGather: in place when sendbuff == recvbuff + rank * sendcount * size.
+ *  - ReduceScatter: in place when recvbuff == sendbuff + rank * recvcount * size.
+ * stream: a cudaStream_t once CUDA lands; with host memory and stream == NULL the
+ * call blocks until the result is complete in recvbuff.
+ */
+TIDAL_API tidalResult_t tidalAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                       tidalDataType_t datatype, tidalRedOp_t op, tidalComm_t comm,
+                                       void* stream);
+TIDAL_API tidalResult_t tidalAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                       tidalDataType_t datatype, tidalComm_t comm, void* stream);
+TIDAL_API tidalResult_t tidalReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                           tidalDataType_t datatype, tidalRedOp_t op,
+                                           tidalComm_t comm, void* stream);
+TIDAL_API tidalResult_t tidalBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                       tidalDataType_t datatype, int root, tidalComm_t comm,
+                                       void* stream);
+TIDAL_API tidalResult_t tidalReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                    tidalDataType_t datatype, tidalRedOp_t op, int root,
+                                    tidalComm_t comm, void* stream);
+TIDAL_API tidalResult_t tidalBarrier(tidalComm_t comm, void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TIDAL_TIDAL_H_ */

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian 12 machine and builds Tidal into ./build.
+#   scripts/bootstrap.sh            install packages (as root, or with sudo), configure, build
+#   BUILD_DIR=out scripts/bootstrap.sh
+# Extra CMake arguments may be passed in CMAKE_ARGS.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD_DIR=${BUILD_DIR:-build}
+PACKAGES=(
+  build-essential cmake pkg-config git
+  libspdlog-dev libfmt-dev libcli11-dev
+  googletest libgtest-dev libgmock-dev libbenchmark-dev
+  openmpi-bin libopenmpi-dev libpmix-dev
+  libgloo-dev
+  iproute2 procps clang-format
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  echo "bootstrap: installing ${missing[*]}"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${CMAKE_ARGS:-}
+cmake --build "$BUILD_DIR" -j"$(nproc)"

@@ -1,0 +1,400 @@
+// The C API: argument validation, error capture, and nothing else.
+//
+// Every entry point validates its arguments and reports a bad one with
+// tidalInvalidArgument and a message naming the argument, its value and the
+// rank. Internal failures arrive as tidal::Error exceptions and are turned
+// into a result code plus last-error text here; no exception crosses into C.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/launcher_env.h"
+#include "comm/communicator.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "tidal/tidal.h"
+
+struct tidalComm {
+  std::unique_ptr<tidal::Communicator> impl;
+};
+
+namespace tidal {
+namespace {
+
+thread_local std::string threadLastError;
+
+// Runs `body`, converting exceptions into a result code and last-error text
+// (on the communicator when there is one, else on the calling thread).
+template <typename Body>
+tidalResult_t guarded(tidalComm_t comm, Body&& body) {
+  // Counted until the last touch of the communicator below, so that
+  // tidalCommAbort on another thread frees it only after this call is out.
+  std::optional<Communicator::CallScope> scope;
+  if (comm && comm->impl) scope.emplace(*comm->impl);
+  tidalResult_t result = tidalSuccess;
+  std::string text;
+  try {
+    body();
+    return tidalSuccess;
+  } catch (const Error& e) {
+    result = e.code();
+    text = e.what();
+  } catch (const std::bad_alloc&) {
+    result = tidalSystemError;
+    text = "out of host memory";
+  } catch (const std::exception& e) {
+    result = tidalInternalError;
+    text = std::string("internal error: ") + e.what();
+  }
+  TIDAL_WARN(Init, "{}", text);
+  threadLastError = text;
+  if (comm && comm->impl) comm->impl->setLastError(text);
+  return result;
+}
+
+// "rank 3: " once the communicator is known, so every message says where.
+std::string where(tidalComm_t comm, const char* fn) {
+  if (comm && comm->impl) return fmt::format("rank {}: {}", comm->impl->rank(), fn);
+  return fn;
+}
+
+Communicator& checkComm(tidalComm_t comm, const char* fn) {
+  if (comm == nullptr || !comm->impl) fail(tidalInvalidArgument, "{}: comm is NULL", fn);
+  return *comm->impl;
+}
+
+void checkType(tidalComm_t comm, const char* fn, tidalDataType_t type) {
+  if (!isValidType(type)) {
+    fail(tidalInvalidArgument, "{}: datatype {} is not a tidalDataType_t (valid: 0..{})",
+         where(comm, fn), static_cast<int>(type), tidalNumTypes - 1);
+  }
+}
+
+void checkOp(tidalComm_t comm, const char* fn, tidalRedOp_t op) {
+  if (!isValidOp(op)) {
+    fail(tidalInvalidArgument, "{}: op {} is not a tidalRedOp_t (valid: 0..{})", where(comm, fn),
+         static_cast<int>(op), tidalNumOps - 1);
+  }
+}
+
+// count * elements-per-count * type size must fit in the address space.
+size_t checkBytes(tidalComm_t comm, const char* fn, const char* argName, size_t count,
+                  size_t multiplier, tidalDataType_t type) {
+  const size_t ts = typeSize(type);
+  const size_t limit = static_cast<size_t>(PTRDIFF_MAX);
+  if (count != 0 && (multiplier > limit / count || count * multiplier > limit / ts)) {
+    fail(tidalInvalidArgument,
+         "{}: {} {} x {} rank(s) x {} bytes ({}) overflows the address space", where(comm, fn),
+         argName, count, multiplier, ts, typeName(type));
+  }
+  return count * multiplier * ts;
+}
+
+void checkBuffer(tidalComm_t comm, const char* fn, const char* argName, const void* p,
+                 size_t bytes) {
+  if (p == nullptr && bytes > 0) {
+    fail(tidalInvalidArgument, "{}: {} is NULL ({} bytes expected)", where(comm, fn), argName,
+         bytes);
+  }
+}
+
+void checkRoot(tidalComm_t comm, const char* fn, int root) {
+  const int n = comm->impl->nranks();
+  if (root < 0 || root >= n) {
+    fail(tidalInvalidArgument, "{}: root {} is out of range for {} ranks (valid: 0..{})",
+         where(comm, fn), root, n, n - 1);
+  }
+}
+
+void checkStream(tidalComm_t comm, const char* fn, void* stream) {
+  if (stream != nullptr) {
+    fail(tidalInvalidUsage,
+         "{}: stream {} given, but this build has no CUDA support; pass NULL for host buffers",
+         where(comm, fn), stream);
+  }
+}
+
+// Buffers that overlap without being the documented in-place layout would be
+// read after they are overwritten: refuse rather than corrupt silently.
+void checkOverlap(tidalComm_t comm, const char* fn, const void* a, size_t aBytes, const void* b,
+                  size_t bBytes, bool inPlace) {
+  if (inPlace || aBytes == 0 || bBytes == 0) return;
+  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  if (pa < pb + bBytes && pb < pa + aBytes) {
+    fail(tidalInvalidArgument,
+         "{}: sendbuff {} ({} bytes) and recvbuff {} ({} bytes) overlap but are not in place",
+         where(comm, fn), a, aBytes, b, bBytes);
+  }
+}
+
+}  // namespace
+}  // namespace tidal
+
+using namespace tidal;
+
+extern "C" {
+
+tidalResult_t tidalGetVersion(int* version) {
+  return guarded(nullptr, [&] {
+    if (!version) fail(tidalInvalidArgument, "tidalGetVersion: version is NULL");
+    *version = TIDAL_VERSION_CODE;
+  });
+}
+
+tidalResult_t tidalGetUniqueId(tidalUniqueId* uniqueId) {
+  return guarded(nullptr, [&] {
+    if (!uniqueId) fail(tidalInvalidArgument, "tidalGetUniqueId: uniqueId is NULL");
+    UniqueId id;
+    id.secret = randomSecret();
+    id.root = startRoot(localInterfaceAddress(), id.secret);
+    *uniqueId = encodeUniqueId(id);
+  });
+}
+
+tidalResult_t tidalCommInitRank(tidalComm_t* comm, int nranks, tidalUniqueId commId, int rank) {
+  return guarded(nullptr, [&] {
+    if (!comm) fail(tidalInvalidArgument, "tidalCommInitRank: comm is NULL");
+    *comm = nullptr;
+    if (nranks < 1) {
+      fail(tidalInvalidArgument, "tidalCommInitRank: nranks {} must be at least 1 (rank {})",
+           nranks, rank);
+    }
+    if (rank < 0 || rank >= nranks) {
+      fail(tidalInvalidArgument, "tidalCommInitRank: rank {} is out of range for {} ranks",
+           rank, nranks);
+    }
+    const UniqueId id = decodeUniqueId(commId);
+    auto handle = std::make_unique<tidalComm>();
+    handle->impl = Communicator::create(id, rank, nranks);
+    *comm = handle.release();
+  });
+}
+
+tidalResult_t tidalCommInitAll(tidalComm_t* comms, int ndev, const int* devlist) {
+  return guarded(nullptr, [&] {
+    if (!comms) fail(tidalInvalidArgument, "tidalCommInitAll: comms is NULL");
+    if (ndev < 1) fail(tidalInvalidArgument, "tidalCommInitAll: ndev {} must be at least 1", ndev);
+    (void)devlist;  // names CUDA devices once CUDA support lands
+    tidalUniqueId id;
+    if (tidalResult_t r = tidalGetUniqueId(&id); r != tidalSuccess) {
+      fail(r, "tidalCommInitAll: {}", threadLastError);
+    }
+    std::vector<tidalResult_t> results(static_cast<size_t>(ndev), tidalSuccess);
+    std::vector<std::string> errors(static_cast<size_t>(ndev));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ndev; ++r) {
+      threads.emplace_back([&, r] {
+        results[r] = tidalCommInitRank(&comms[r], ndev, id, r);
+        if (results[r] != tidalSuccess) errors[r] = threadLastError;
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < ndev; ++r) {
+      if (results[r] == tidalSuccess) continue;
+      for (int k = 0; k < ndev; ++k) {
+        if (results[k] == tidalSuccess) tidalCommDestroy(comms[k]);
+        comms[k] = nullptr;
+      }
+      fail(results[r], "tidalCommInitAll: {}", errors[r]);
+    }
+  });
+}
+
+tidalResult_t tidalCommInitFromEnv(tidalComm_t* comm) {
+  return guarded(nullptr, [&] {
+    if (!comm) fail(tidalInvalidArgument, "tidalCommInitFromEnv: comm is NULL");
+    *comm = nullptr;
+    const LaunchInfo launch = detectLaunch();
+    const UniqueId id = agreeOnUniqueId(launch);
+    TIDAL_INFO(Init, "rank {}/{} launched by {}", launch.rank, launch.nranks, launch.launcher);
+    auto handle = std::make_unique<tidalComm>();
+    handle->impl = Communicator::create(id, launch.rank, launch.nranks);
+    *comm = handle.release();
+  });
+}
+
+tidalResult_t tidalCommDestroy(tidalComm_t comm) {
+  return guarded(nullptr, [&] {
+    checkComm(comm, "tidalCommDestroy");
+    comm->impl->waitForCallsToLeave();
+    delete comm;
+  });
+}
+
+tidalResult_t tidalCommAbort(tidalComm_t comm) {
+  return guarded(nullptr, [&] {
+    checkComm(comm, "tidalCommAbort");
+    comm->impl->abort();
+    comm->impl->waitForCallsToLeave();
+    delete comm;
+  });
+}
+
+tidalResult_t tidalCommCount(const tidalComm_t comm, int* count) {
+  return guarded(comm, [&] {
+    checkComm(comm, "tidalCommCount");
+    if (!count) fail(tidalInvalidArgument, "{}: count is NULL", where(comm, "tidalCommCount"));
+    *count = comm->impl->nranks();
+  });
+}
+
+tidalResult_t tidalCommUserRank(const tidalComm_t comm, int* rank) {
+  return guarded(comm, [&] {
+    checkComm(comm, "tidalCommUserRank");
+    if (!rank) fail(tidalInvalidArgument, "{}: rank is NULL", where(comm, "tidalCommUserRank"));
+    *rank = comm->impl->rank();
+  });
+}
+
+tidalResult_t tidalCommGetAsyncError(tidalComm_t comm, tidalResult_t* asyncError) {
+  return guarded(comm, [&] {
+    checkComm(comm, "tidalCommGetAsyncError");
+    if (!asyncError) {
+      fail(tidalInvalidArgument, "{}: asyncError is NULL", where(comm, "tidalCommGetAsyncError"));
+    }
+    *asyncError = comm->impl->asyncError();
+  });
+}
+
+const char* tidalGetErrorString(tidalResult_t result) {
+  switch (result) {
+    case tidalSuccess:
+      return "no error";
+    case tidalUnhandledCudaError:
+      return "unhandled CUDA error";
+    case tidalSystemError:
+      return "system error (a system call or allocation failed)";
+    case tidalInternalError:
+      return "internal error (a Tidal bug)";
+    case tidalInvalidArgument:
+      return "invalid argument";
+    case tidalInvalidUsage:
+      return "invalid usage";
+    case tidalRemoteError:
+      return "remote error (a peer failed, exited or disconnected)";
+    case tidalInProgress:
+      return "operation in progress";
+    case tidalTimeout:
+      return "timeout (no progress within TIDAL_TIMEOUT)";
+    case tidalNumResults:
+      break;
+  }
+  return "unknown result code";
+}
+
+const char* tidalGetLastError(tidalComm_t comm) {
+  if (comm && comm->impl) return comm->impl->lastError();
+  return threadLastError.c_str();
+}
+
+tidalResult_t tidalAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                             tidalDataType_t datatype, tidalRedOp_t op, tidalComm_t comm,
+                             void* stream) {
+  constexpr const char* fn = "tidalAllReduce";
+  return guarded(comm, [&] {
+    Communicator& c = checkComm(comm, fn);
+    checkType(comm, fn, datatype);
+    checkOp(comm, fn, op);
+    checkStream(comm, fn, stream);
+    const size_t bytes = checkBytes(comm, fn, "count", count, 1, datatype);
+    checkBuffer(comm, fn, "sendbuff", sendbuff, bytes);
+    checkBuffer(comm, fn, "recvbuff", recvbuff, bytes);
+    checkOverlap(comm, fn, sendbuff, bytes, recvbuff, bytes, sendbuff == recvbuff);
+    c.allReduce(sendbuff, recvbuff, count, datatype, op);
+  });
+}
+
+tidalResult_t tidalAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                             tidalDataType_t datatype, tidalComm_t comm, void* stream) {
+  constexpr const char* fn = "tidalAllGather";
+  return guarded(comm, [&] {
+    Communicator& c = checkComm(comm, fn);
+    checkType(comm, fn, datatype);
+    checkStream(comm, fn, stream);
+    const size_t n = static_cast<size_t>(c.nranks());
+    const size_t recvBytes = checkBytes(comm, fn, "sendcount", sendcount, n, datatype);
+    const size_t sendBytes = recvBytes / n;
+    checkBuffer(comm, fn, "sendbuff", sendbuff, sendBytes);
+    checkBuffer(comm, fn, "recvbuff", recvbuff, recvBytes);
+    const bool inPlace =
+        sendbuff == static_cast<const char*>(recvbuff) + static_cast<size_t>(c.rank()) * sendBytes;
+    checkOverlap(comm, fn, sendbuff, sendBytes, recvbuff, recvBytes, inPlace);
+    c.allGather(sendbuff, recvbuff, sendcount, datatype);
+  });
+}
+
+tidalResult_t tidalReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                 tidalDataType_t datatype, tidalRedOp_t op, tidalComm_t comm,
+                                 void* stream) {
+  constexpr const char* fn = "tidalReduceScatter";
+  return guarded(comm, [&] {
+    Communicator& c = checkComm(comm, fn);
+    checkType(comm, fn, datatype);
+    checkOp(comm, fn, op);
+    checkStream(comm, fn, stream);
+    const size_t n = static_cast<size_t>(c.nranks());
+    const size_t sendBytes = checkBytes(comm, fn, "recvcount", recvcount, n, datatype);
+    const size_t recvBytes = sendBytes / n;
+    checkBuffer(comm, fn, "sendbuff", sendbuff, sendBytes);
+    checkBuffer(comm, fn, "recvbuff", recvbuff, recvBytes);
+    const bool inPlace =
+        recvbuff == static_cast<const char*>(sendbuff) + static_cast<size_t>(c.rank()) * recvBytes;
+    checkOverlap(comm, fn, sendbuff, sendBytes, recvbuff, recvBytes, inPlace);
+    c.reduceScatter(sendbuff, recvbuff, recvcount, datatype, op);
+  });
+}
+
+tidalResult_t tidalBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                             tidalDataType_t datatype, int root, tidalComm_t comm, void* stream) {
+  constexpr const char* fn = "tidalBroadcast";
+  return guarded(comm, [&] {
+    Communicator& c = checkComm(comm, fn);
+    checkType(comm, fn, datatype);
+    checkRoot(comm, fn, root);
+    checkStream(comm, fn, stream);
+    const size_t bytes = checkBytes(comm, fn, "count", count, 1, datatype);
+    // sendbuff matters only at the root.
+    if (c.rank() == root) checkBuffer(comm, fn, "sendbuff", sendbuff, bytes);
+    checkBuffer(comm, fn, "recvbuff", recvbuff, bytes);
+    if (c.rank() == root) {
+      checkOverlap(comm, fn, sendbuff, bytes, recvbuff, bytes, sendbuff == recvbuff);
+    }
+    c.broadcast(sendbuff, recvbuff, count, datatype, root);
+  });
+}
+
+tidalResult_t tidalReduce(const void* sendbuff, void* recvbuff, size_t count,
+                          tidalDataType_t datatype, tidalRedOp_t op, int root, tidalComm_t comm,
+                          void* stream) {
+  constexpr const char* fn = "tidalReduce";
+  return guarded(comm, [&] {
+    Communicator& c = checkComm(comm, fn);
+    checkType(comm, fn, datatype);
+    checkOp(comm, fn, op);
+    checkRoot(comm, fn, root);
+    checkStream(comm, fn, stream);
+    const size_t bytes = checkBytes(comm, fn, "count", count, 1, datatype);
+    checkBuffer(comm, fn, "sendbuff", sendbuff, bytes);
+    // recvbuff matters only at the root.
+    if (c.rank() == root) {
+      checkBuffer(comm, fn, "recvbuff", recvbuff, bytes);
+      checkOverlap(comm, fn, sendbuff, bytes, recvbuff, bytes, sendbuff == recvbuff);
+    }
+    c.reduce(sendbuff, recvbuff, count, datatype, op, root);
+  });
+}
+
+tidalResult_t tidalBarrier(tidalComm_t comm, void* stream) {
+  constexpr const char* fn = "tidalBarrier";
+  return guarded(comm, [&] {
+    Communicator& c = checkComm(comm, fn);
+    checkStream(comm, fn, stream);
+    c.barrier();
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,191 @@
+#include "comm/communicator.h"
+
+#include <cstring>
+#include <thread>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/params.h"
+#include "reduce/reduce.h"
+
+namespace tidal {
+
+namespace {
+
+EngineOptions engineOptionsFromParams(int rank) {
+  const int64_t chunk = params::getInt("TIDAL_CHUNK_SIZE");
+  const int64_t slots = params::getInt("TIDAL_STAGING_SLOTS");
+  const int64_t spin = params::getInt("TIDAL_SPIN_US");
+  const int64_t timeout = params::getInt("TIDAL_TIMEOUT");
+  if (chunk < 4096 || chunk > (int64_t{1} << 30)) {
+    fail(tidalInvalidArgument, "rank {}: TIDAL_CHUNK_SIZE={} is out of range 4096..1073741824", rank,
+         chunk);
+  }
+  if (slots < 1 || slots > 64) {
+    fail(tidalInvalidArgument, "rank {}: TIDAL_STAGING_SLOTS={} is out of range 1..64", rank, slots);
+  }
+  if (spin < 0 || spin > 1000000) {
+    fail(tidalInvalidArgument, "rank {}: TIDAL_SPIN_US={} is out of range 0..1000000", rank, spin);
+  }
+  if (timeout < 1) {
+    fail(tidalInvalidArgument, "rank {}: TIDAL_TIMEOUT={} must be at least 1 second", rank, timeout);
+  }
+  return {static_cast<size_t>(chunk), static_cast<int>(slots), std::chrono::microseconds(spin),
+          std::chrono::seconds(timeout)};
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> Communicator::create(const UniqueId& id, int rank, int nranks) {
+  std::unique_ptr<Communicator> comm(new Communicator(rank, nranks));
+  comm->connect(id);
+  return comm;
+}
+
+Communicator::~Communicator() = default;
+
+void Communicator::connect(const UniqueId& id) {
+  engine_ = std::make_unique<Engine>(rank_, engineOptionsFromParams(rank_));
+  bootstrap_ = Bootstrap::create(id, rank_, nranks_);
+  std::string net = params::getString("TIDAL_NET");
+  if (net.empty()) net = "tcp";
+  transport_ = createTransport(net, {rank_, nranks_, bootstrap_->secret()});
+  if (nranks_ > 1) {
+    // Fixed-size slots keep the bootstrap exchange simple and bounded.
+    ConnectHandle mine = transport_->listen();
+    if (mine.size() + 2 > kMaxConnectHandleBytes) {
+      fail(tidalInternalError, "rank {}: {} handle of {} bytes is too large", rank_,
+           transport_->name(), mine.size());
+    }
+    std::vector<uint8_t> all(kMaxConnectHandleBytes * static_cast<size_t>(nranks_));
+    std::vector<uint8_t> slot(kMaxConnectHandleBytes);
+    slot[0] = static_cast<uint8_t>(mine.size() & 0xff);
+    slot[1] = static_cast<uint8_t>(mine.size() >> 8);
+    std::memcpy(slot.data() + 2, mine.data(), mine.size());
+    bootstrap_->allGather(slot.data(), all.data(), kMaxConnectHandleBytes);
+    auto handleOf = [&](int peer) {
+      const uint8_t* p = all.data() + static_cast<size_t>(peer) * kMaxConnectHandleBytes;
+      const size_t len = p[0] | (static_cast<size_t>(p[1]) << 8);
+      if (len + 2 > kMaxConnectHandleBytes) {
+        fail(tidalRemoteError, "rank {}: rank {} sent a malformed connect handle", rank_, peer);
+      }
+      return ConnectHandle(p + 2, p + 2 + len);
+    };
+    const int right = (rank_ + 1) % nranks_, left = (rank_ + nranks_ - 1) % nranks_;
+    const Deadline deadline = deadlineFromNow();
+    toRight_ = transport_->connectSend(right, handleOf(right), deadline);
+    fromLeft_ = transport_->acceptRecv(left, deadline);
+    engine_->addSendConnection(right, toRight_.get());
+    engine_->addRecvConnection(left, fromLeft_.get());
+    TIDAL_INFO(Init, "rank {} -> {}: {} {}", rank_, right, transport_->name(), toRight_->describe());
+    TIDAL_INFO(Init, "rank {} <- {}: {} {}", rank_, left, transport_->name(), fromLeft_->describe());
+  }
+  barrierBuffer_.assign(static_cast<size_t>(nranks_), 0);
+  TIDAL_INFO(Init, "rank {}/{}: communicator ready (chunk {} B, {} staging slots, reduce kernel {})",
+             rank_, nranks_, engine_->options().chunkBytes, engine_->options().stagingSlots,
+             reduceKernelName());
+}
+
+coll::CollectiveArgs Communicator::args(size_t count, tidalDataType_t type, tidalRedOp_t op,
+                                        int root, bool inPlace) const {
+  return {rank_, nranks_, count, type, op, root, engine_->options().chunkBytes, inPlace};
+}
+
+void Communicator::breakWith(const Error& error) {
+  tidalResult_t expected = tidalSuccess;
+  if (broken_.compare_exchange_strong(expected, error.code())) {
+    std::lock_guard lock(errorMutex_);
+    brokenText_ = error.what();
+  }
+  // Closing our sockets makes the neighbours fail now rather than at their
+  // timeout, and they in turn close theirs: the error spreads around the ring.
+  if (toRight_) toRight_->abort();
+  if (fromLeft_) fromLeft_->abort();
+}
+
+void Communicator::execute(const coll::Schedule& schedule, const void* sendbuff, void* recvbuff,
+                           const char* what) {
+  std::unique_lock lock(opMutex_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    fail(tidalInvalidUsage,
+         "rank {}: {} called while another call is running on the same communicator "
+         "(a communicator is used by one thread at a time)",
+         rank_, what);
+  }
+  if (const tidalResult_t b = broken_.load(); b != tidalSuccess) {
+    std::lock_guard elock(errorMutex_);
+    fail(b, "rank {}: {} on a communicator broken by an earlier error: {}", rank_, what,
+         brokenText_);
+  }
+  try {
+    engine_->run(schedule, sendbuff, recvbuff, what);
+  } catch (const Error& e) {
+    breakWith(e);
+    throw;
+  }
+}
+
+void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
+                             tidalDataType_t type, tidalRedOp_t op) {
+  execute(coll::ringAllReduce(args(count, type, op, 0, sendbuff == recvbuff)), sendbuff, recvbuff,
+          "AllReduce");
+}
+
+void Communicator::allGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                             tidalDataType_t type) {
+  const char* mySlot =
+      static_cast<const char*>(recvbuff) + static_cast<size_t>(rank_) * sendcount * typeSize(type);
+  execute(coll::ringAllGather(args(sendcount, type, tidalSum, 0, sendbuff == mySlot)), sendbuff,
+          recvbuff, "AllGather");
+}
+
+void Communicator::reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                 tidalDataType_t type, tidalRedOp_t op) {
+  const char* mySlot =
+      static_cast<const char*>(sendbuff) + static_cast<size_t>(rank_) * recvcount * typeSize(type);
+  execute(coll::ringReduceScatter(args(recvcount, type, op, 0, recvbuff == mySlot)), sendbuff,
+          recvbuff, "ReduceScatter");
+}
+
+void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
+                             tidalDataType_t type, int root) {
+  execute(coll::chainBroadcast(args(count, type, tidalSum, root, sendbuff == recvbuff)), sendbuff,
+          recvbuff, "Broadcast");
+}
+
+void Communicator::reduce(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type,
+                          tidalRedOp_t op, int root) {
+  execute(coll::chainReduce(args(count, type, op, root, sendbuff == recvbuff)), sendbuff, recvbuff,
+          "Reduce");
+}
+
+void Communicator::barrier() {
+  // An AllReduce of one byte per rank: every ring step carries data, so no
+  // rank leaves before every rank has arrived.
+  execute(coll::ringAllReduce(args(barrierBuffer_.size(), tidalUint8, tidalMax, 0, true)),
+          barrierBuffer_.data(), barrierBuffer_.data(), "Barrier");
+}
+
+void Communicator::abort() {
+  engine_->abort();
+  if (bootstrap_) bootstrap_->abort();
+  if (transport_) transport_->abort();
+  breakWith(Error(tidalRemoteError, fmt::format("rank {}: communicator aborted", rank_)));
+}
+
+void Communicator::waitForCallsToLeave() const {
+  while (callsInFlight_.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+void Communicator::setLastError(std::string text) {
+  std::lock_guard lock(errorMutex_);
+  lastError_ = std::move(text);
+}
+
+const char* Communicator::lastError() const {
+  std::lock_guard lock(errorMutex_);
+  return lastError_.c_str();
+}
+
+}  // namespace tidal

@@ -1,0 +1,96 @@
+// A communicator: one rank's membership in a group, its connections, its
+// engine, and its health.
+//
+// Lifecycle: create() rendezvous through the bootstrap, opens the transport
+// connections the algorithms need (for ring and chain: a send connection to
+// rank+1 and a receive connection from rank-1), and pre-faults the staging
+// buffers. A collective that fails marks the communicator broken (its
+// asyncError), and aborts every connection so that neighbours fail fast
+// instead of waiting out their timeout; later calls return the same error.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "bootstrap/bootstrap.h"
+#include "collectives/schedule.h"
+#include "core/error.h"
+#include "engine/engine.h"
+#include "transports/transport.h"
+
+namespace tidal {
+
+class Communicator {
+ public:
+  static std::unique_ptr<Communicator> create(const UniqueId& id, int rank, int nranks);
+  ~Communicator();
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+
+  void allReduce(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type,
+                 tidalRedOp_t op);
+  void allGather(const void* sendbuff, void* recvbuff, size_t sendcount, tidalDataType_t type);
+  void reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, tidalDataType_t type,
+                     tidalRedOp_t op);
+  void broadcast(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type,
+                 int root);
+  void reduce(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type,
+              tidalRedOp_t op, int root);
+  void barrier();
+
+  tidalResult_t asyncError() const { return broken_.load(); }
+
+  // Stops everything in flight and makes later calls fail; safe from another
+  // thread. The caller still owns (and later deletes) the object.
+  void abort();
+
+  // Counts API calls inside the communicator so that destroy and abort free
+  // it only after every call (possibly on other threads) has left.
+  class CallScope {
+   public:
+    explicit CallScope(Communicator& c) : c_(c) { ++c_.callsInFlight_; }
+    ~CallScope() { --c_.callsInFlight_; }
+    CallScope(const CallScope&) = delete;
+    CallScope& operator=(const CallScope&) = delete;
+
+   private:
+    Communicator& c_;
+  };
+  // Waits until no other call is inside (the caller's own scope is not
+  // counted: destroy/abort do not open one).
+  void waitForCallsToLeave() const;
+
+  // Per-communicator last error text (tidalGetLastError).
+  void setLastError(std::string text);
+  const char* lastError() const;
+
+ private:
+  Communicator(int rank, int nranks) : rank_(rank), nranks_(nranks) {}
+  void connect(const UniqueId& id);
+  void execute(const coll::Schedule& schedule, const void* sendbuff, void* recvbuff,
+               const char* what);
+  coll::CollectiveArgs args(size_t count, tidalDataType_t type, tidalRedOp_t op, int root,
+                            bool inPlace) const;
+  void breakWith(const Error& error);
+
+  int rank_;
+  int nranks_;
+  std::unique_ptr<Bootstrap> bootstrap_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<Connection> toRight_;
+  std::unique_ptr<Connection> fromLeft_;
+  std::unique_ptr<Engine> engine_;
+  std::vector<uint8_t> barrierBuffer_;
+
+  std::mutex opMutex_;
+  std::atomic<int> callsInFlight_{0};
+  std::atomic<tidalResult_t> broken_{tidalSuccess};
+  std::string brokenText_;
+  mutable std::mutex errorMutex_;
+  std::string lastError_;
+};
+
+}  // namespace tidal

@@ -1,0 +1,126 @@
+#include "core/log.h"
+
+#include <unistd.h>
+
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "core/params.h"
+
+namespace tidal::log {
+
+namespace {
+
+struct State {
+  std::shared_ptr<spdlog::logger> logger;
+  spdlog::level::level_enum level = spdlog::level::warn;
+  unsigned subsysMask = ~0u;
+};
+
+std::string upper(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return s;
+}
+
+spdlog::level::level_enum parseLevel(const std::string& text) {
+  const std::string t = upper(text);
+  if (t == "NONE") return spdlog::level::off;
+  if (t == "VERSION" || t == "WARN") return spdlog::level::warn;
+  if (t == "INFO") return spdlog::level::info;
+  if (t == "TRACE") return spdlog::level::trace;
+  return spdlog::level::warn;
+}
+
+unsigned parseSubsys(const std::string& text) {
+  bool exclude = !text.empty() && text[0] == '^';
+  std::string list = exclude ? text.substr(1) : text;
+  unsigned mask = 0;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    const std::string name = upper(list.substr(start, comma - start));
+    if (name == "ALL") mask |= ~0u;
+    for (Subsys s : {Subsys::Init, Subsys::Boot, Subsys::Net, Subsys::Coll, Subsys::Env}) {
+      if (name == subsysName(s)) mask |= static_cast<unsigned>(s);
+    }
+    start = comma + 1;
+  }
+  return exclude ? ~mask : mask;
+}
+
+std::string expandPath(std::string pattern) {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  for (size_t pos; (pos = pattern.find("%h")) != std::string::npos;) pattern.replace(pos, 2, host);
+  const std::string pid = std::to_string(getpid());
+  for (size_t pos; (pos = pattern.find("%p")) != std::string::npos;) pattern.replace(pos, 2, pid);
+  return pattern;
+}
+
+State& state() {
+  static State s = [] {
+    State st;
+    std::string levelText = "WARN", subsys = "ALL", file;
+    try {
+      levelText = params::getString("TIDAL_DEBUG");
+      subsys = params::getString("TIDAL_DEBUG_SUBSYS");
+      file = params::getString("TIDAL_DEBUG_FILE");
+    } catch (...) {
+      // Logging must come up even with a broken config; defaults then.
+    }
+    st.level = parseLevel(levelText);
+    st.subsysMask = parseSubsys(subsys.empty() ? "ALL" : subsys);
+    spdlog::sink_ptr sink;
+    if (!file.empty()) {
+      try {
+        sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(expandPath(file));
+      } catch (const spdlog::spdlog_ex&) {
+        sink = nullptr;  // fall back to stderr below
+      }
+    }
+    if (!sink) sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+    st.logger = std::make_shared<spdlog::logger>("tidal", sink);
+    char host[64] = {0};
+    gethostname(host, sizeof host - 1);
+    st.logger->set_pattern(fmt::format("{}:{}:%t TIDAL %l %v", host, getpid()));
+    st.logger->set_level(st.level);
+    st.logger->flush_on(spdlog::level::warn);
+    return st;
+  }();
+  return s;
+}
+
+}  // namespace
+
+spdlog::logger& logger() { return *state().logger; }
+
+bool enabled(spdlog::level::level_enum level, Subsys subsys) {
+  const State& s = state();
+  return level >= s.level && s.level != spdlog::level::off &&
+         (s.subsysMask & static_cast<unsigned>(subsys)) != 0;
+}
+
+const char* subsysName(Subsys subsys) {
+  switch (subsys) {
+    case Subsys::Init:
+      return "INIT";
+    case Subsys::Boot:
+      return "BOOT";
+    case Subsys::Net:
+      return "NET";
+    case Subsys::Coll:
+      return "COLL";
+    case Subsys::Env:
+      return "ENV";
+  }
+  return "?";
+}
+
+}  // namespace tidal::log

@@ -1,0 +1,28 @@
+// Logging through spdlog. TIDAL_DEBUG picks the level, TIDAL_DEBUG_SUBSYS the
+// subsystems, TIDAL_DEBUG_FILE the destination (%h host, %p pid).
+#pragma once
+
+#include <spdlog/spdlog.h>
+
+namespace tidal::log {
+
+enum class Subsys : unsigned { Init = 1, Boot = 2, Net = 4, Coll = 8, Env = 16 };
+
+// The shared logger, configured from the parameters on first use.
+spdlog::logger& logger();
+bool enabled(spdlog::level::level_enum level, Subsys subsys);
+const char* subsysName(Subsys subsys);
+
+}  // namespace tidal::log
+
+#define TIDAL_LOG_(level, subsys, ...)                                                        \
+  do {                                                                                       \
+    if (::tidal::log::enabled(level, ::tidal::log::Subsys::subsys))                          \
+      ::tidal::log::logger().log(level, "[{}] {}", ::tidal::log::subsysName(                 \
+                                                        ::tidal::log::Subsys::subsys),       \
+                                 fmt::format(__VA_ARGS__));                                  \
+  } while (0)
+
+#define TIDAL_WARN(subsys, ...) TIDAL_LOG_(spdlog::level::warn, subsys, __VA_ARGS__)
+#define TIDAL_INFO(subsys, ...) TIDAL_LOG_(spdlog::level::info, subsys, __VA_ARGS__)
+#define TIDAL_TRACE(subsys, ...) TIDAL_LOG_(spdlog::level::trace, subsys, __VA_ARGS__)

@@ -1,0 +1,46 @@
+// The single declaration of every TIDAL_* parameter. docs/env.md mirrors this
+// table; a unit test checks that every name here appears there.
+#include "core/params.h"
+
+namespace tidal::params {
+
+const std::vector<Definition>& definitions() {
+  static const std::vector<Definition> kDefinitions = {
+      // Logging.
+      {"TIDAL_DEBUG", Kind::String, "WARN", "Log level: NONE, VERSION, WARN, INFO, TRACE."},
+      {"TIDAL_DEBUG_SUBSYS", Kind::String, "ALL",
+       "Comma list of subsystems to log (INIT,BOOT,NET,COLL,ENV); ^ prefix excludes."},
+      {"TIDAL_DEBUG_FILE", Kind::String, "",
+       "Write logs to this file instead of stderr; %h is replaced by the host, %p by the pid."},
+      {"TIDAL_CONF_FILE", Kind::String, "/etc/tidal.conf",
+       "Config file of NAME=VALUE lines read under the environment (environment only)."},
+      // Bootstrap and launch.
+      {"TIDAL_COMM_ID", Kind::String, "",
+       "host:port of the rendezvous root; rank 0 listens there (with TIDAL_RANK/TIDAL_NRANKS)."},
+      {"TIDAL_RANK", Kind::Int, "-1", "This process's rank, used with TIDAL_COMM_ID."},
+      {"TIDAL_NRANKS", Kind::Int, "-1", "Number of ranks, used with TIDAL_COMM_ID."},
+      {"TIDAL_MASTER_PORT_OFFSET", Kind::Int, "1",
+       "With MASTER_ADDR/MASTER_PORT, the root listens on MASTER_PORT plus this (torch holds it)."},
+      {"TIDAL_SECRET", Kind::String, "",
+       "32 hex digits: the job's shared secret when the id comes from the environment."},
+      {"TIDAL_TIMEOUT", Kind::Int, "300",
+       "Seconds any blocking wait (bootstrap, connect, collective) may last before it fails."},
+      // Sockets and TCP transport.
+      {"TIDAL_SOCKET_IFNAME", Kind::String, "",
+       "Interfaces to use: prefix list, ^ excludes, = exact. Default: first up, not lo/docker."},
+      {"TIDAL_SOCKET_FAMILY", Kind::String, "",
+       "AF_INET or AF_INET6 to restrict interface addresses to one family."},
+      {"TIDAL_NSOCKS", Kind::Int, "2", "TCP sockets per peer connection; large chunks are striped."},
+      {"TIDAL_NET", Kind::String, "", "Force one transport for every peer (tcp)."},
+      // Engine and algorithms.
+      {"TIDAL_CHUNK_SIZE", Kind::Int, "524288",
+       "Pipeline chunk in bytes: ring steps are cut into chunks so send, recv, reduce overlap."},
+      {"TIDAL_STAGING_SLOTS", Kind::Int, "4",
+       "Receive staging slots of TIDAL_CHUNK_SIZE per connection (persistent, pre-touched)."},
+      {"TIDAL_SPIN_US", Kind::Int, "50",
+       "Microseconds a wait spins before it sleeps in poll(); keep small when oversubscribed."},
+  };
+  return kDefinitions;
+}
+
+}  // namespace tidal::params

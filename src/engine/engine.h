@@ -1,0 +1,65 @@
+// The progress engine: executes one rank's schedule over its connections.
+//
+// With host buffers and no stream the calling thread drives progress itself,
+// so a small collective costs no thread hand-off. Receives that reduce land in
+// a ring of persistent staging slots (TIDAL_STAGING_SLOTS x TIDAL_CHUNK_SIZE
+// per communicator) and are reduced as soon as they complete; the slot count
+// is the credit that bounds how far a receiver runs ahead. Sends wait only for
+// the receive they forward, so chunks flow around the ring in a pipeline.
+//
+// Waiting: when nothing moves, the engine spins for TIDAL_SPIN_US (cheap when
+// the peer is about to answer) and then sleeps in poll() on the sockets it
+// waits for, so 4 or 8 ranks on 2 cores do not starve each other. A wait in
+// which no byte moves for TIDAL_TIMEOUT seconds fails with tidalTimeout,
+// naming the peers it waited for; abort() from another thread ends it at once.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+
+#include "collectives/schedule.h"
+#include "core/host_buffer.h"
+#include "transports/transport.h"
+
+namespace tidal {
+
+struct EngineOptions {
+  size_t chunkBytes;
+  int stagingSlots;
+  std::chrono::microseconds spin;
+  std::chrono::seconds timeout;
+};
+
+class Engine {
+ public:
+  Engine(int rank, EngineOptions options);
+
+  // Connections the schedules may use; the engine does not own them.
+  void addSendConnection(int peer, Connection* connection) { sendTo_[peer] = connection; }
+  void addRecvConnection(int peer, Connection* connection) { recvFrom_[peer] = connection; }
+
+  const EngineOptions& options() const { return options_; }
+
+  // Runs `schedule` to completion; `what` names the collective in errors.
+  void run(const coll::Schedule& schedule, const void* sendbuff, void* recvbuff, const char* what);
+
+  // Ends a run in progress from another thread (it throws RemoteError).
+  void abort() { aborted_ = true; }
+
+ private:
+  class Run;
+  Connection& sendConnection(int peer, const char* what) const;
+  Connection& recvConnection(int peer, const char* what) const;
+
+  int rank_;
+  EngineOptions options_;
+  std::map<int, Connection*> sendTo_;
+  std::map<int, Connection*> recvFrom_;
+  HostBuffer staging_;
+  HostBuffer scratch_;
+  std::atomic<bool> aborted_{false};
+};
+
+}  // namespace tidal

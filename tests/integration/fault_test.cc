@@ -1,0 +1,153 @@
+// Failures a user meets in production: a rank killed in the middle of an
+// AllReduce, and a stranger poking the rendezvous port. Real processes, real
+// sockets.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "job_fork.h"
+#include "tidal/tidal.h"
+
+namespace {
+
+using namespace std::chrono;
+using tidal::test::ForkedJob;
+
+constexpr int kTimeoutSeconds = 10;
+
+// Exit codes of the surviving ranks in KilledRank.
+enum SurvivorExit { kGotErrorInTime = 0, kInitFailed = 10, kNeverFailed = 11, kTooLate = 12 };
+
+int survivorOrVictim(int rank, int victim) {
+  tidalComm_t comm;
+  if (tidalCommInitFromEnv(&comm) != tidalSuccess) return kInitFailed;
+  const size_t count = 4u << 20;  // 16 MiB of floats: each call takes a while
+  std::vector<float> buf(count, 1.0f);
+  for (int iter = 0; iter < 2000; ++iter) {
+    if (rank == victim && iter == 3) {
+      // Die while the next AllReduce is in flight, not between calls.
+      std::thread([] {
+        std::this_thread::sleep_for(milliseconds(3));
+        ::raise(SIGKILL);
+      }).detach();
+    }
+    const auto start = steady_clock::now();
+    const tidalResult_t r =
+        tidalAllReduce(buf.data(), buf.data(), count, tidalFloat32, tidalSum, comm, nullptr);
+    if (r != tidalSuccess) {
+      const auto took = duration_cast<seconds>(steady_clock::now() - start).count();
+      std::fprintf(stderr, "rank %d: AllReduce failed after %lld s as expected: %s\n", rank,
+                   static_cast<long long>(took), tidalGetLastError(comm));
+      tidalResult_t async = tidalSuccess;
+      tidalCommGetAsyncError(comm, &async);
+      tidalCommAbort(comm);
+      if (async == tidalSuccess) return kNeverFailed;
+      return took <= kTimeoutSeconds ? kGotErrorInTime : kTooLate;
+    }
+    std::fill(buf.begin(), buf.end(), 1.0f);
+  }
+  return kNeverFailed;
+}
+
+TEST(KilledRank, EveryOtherRankReturnsAnErrorWithinTheTimeout) {
+  constexpr int kRanks = 4, kVictim = 2;
+  ForkedJob job(kRanks, [](int rank) { return survivorOrVictim(rank, kVictim); },
+                {{"TIDAL_TIMEOUT", std::to_string(kTimeoutSeconds)}});
+  const auto status = job.wait(seconds(4 * kTimeoutSeconds));
+  for (int r = 0; r < kRanks; ++r) {
+    if (r == kVictim) {
+      EXPECT_TRUE(WIFSIGNALED(status[r]) && WTERMSIG(status[r]) == SIGKILL) << "victim status " << status[r];
+      continue;
+    }
+    ASSERT_NE(status[r], -1) << "rank " << r << " hung past the test's own deadline";
+    ASSERT_TRUE(WIFEXITED(status[r])) << "rank " << r << " crashed, status " << status[r];
+    EXPECT_EQ(WEXITSTATUS(status[r]), kGotErrorInTime) << "rank " << r;
+  }
+}
+
+// Sends `bytes` to the rendezvous port and reports whether the far end then
+// closed the connection within `patience`.
+bool strangerIsShownTheDoor(int port, const std::vector<uint8_t>& bytes, seconds patience) {
+  const auto deadline = steady_clock::now() + seconds(20);
+  int fd = -1;
+  while (steady_clock::now() < deadline) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) break;
+    ::close(fd);
+    fd = -1;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  if (fd < 0) return false;
+  if (!bytes.empty()) (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  timeval tv{static_cast<time_t>(patience.count()), 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[256];
+  ssize_t n;
+  // Whatever the root says back, it must end with a close (0) or a reset.
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) {
+  }
+  const bool closed = n == 0 || (n < 0 && errno == ECONNRESET);
+  ::close(fd);
+  return closed;
+}
+
+int honestRank(int) {
+  tidalComm_t comm;
+  if (tidalCommInitFromEnv(&comm) != tidalSuccess) return 1;
+  int n = 0;
+  tidalCommCount(comm, &n);
+  std::vector<int32_t> v(1000, 2);
+  if (tidalAllReduce(v.data(), v.data(), v.size(), tidalInt32, tidalSum, comm, nullptr) !=
+      tidalSuccess) {
+    return 2;
+  }
+  for (int32_t x : v) {
+    if (x != 2 * n) return 3;
+  }
+  tidalCommDestroy(comm);
+  return 0;
+}
+
+class Stranger : public ::testing::TestWithParam<int> {};
+
+TEST_P(Stranger, IsRefusedAndTheJobStillCompletes) {
+  std::vector<uint8_t> payload;
+  switch (GetParam()) {
+    case 0:  // garbage bytes
+      payload.assign(200, 0xab);
+      break;
+    case 1: {  // plausible header with an absurd length
+      payload.assign(64, 0);
+      const uint32_t magic = 0x5444424bu, huge = 0xffffffffu;
+      std::memcpy(payload.data(), &magic, 4);
+      std::memcpy(payload.data() + 8, &huge, 4);
+      std::memcpy(payload.data() + 12, &huge, 4);
+      break;
+    }
+    default:  // says nothing at all
+      break;
+  }
+  ForkedJob job(3, honestRank, {{"TIDAL_TIMEOUT", "30"}});
+  const bool closed = strangerIsShownTheDoor(job.port, payload, seconds(15));
+  const auto status = job.wait(seconds(60));
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(status[r] != -1 && WIFEXITED(status[r])) << "rank " << r << " status " << status[r];
+    EXPECT_EQ(WEXITSTATUS(status[r]), 0) << "rank " << r;
+  }
+  EXPECT_TRUE(closed) << "the root kept the stranger's connection open";
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, Stranger, ::testing::Values(0, 1, 2));
+
+}  // namespace

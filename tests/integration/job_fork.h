@@ -1,0 +1,87 @@
+// Starts N rank processes by fork(), each with the environment a launcher
+// would give it (TIDAL_COMM_ID, TIDAL_RANK, TIDAL_NRANKS, TIDAL_SECRET), and
+// collects their exit statuses with a deadline, so a test can run real
+// multi-process jobs, including ones where a rank dies on purpose.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tidal::test {
+
+// A port that was free a moment ago on 127.0.0.1.
+inline int freePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+struct ForkedJob {
+  std::vector<pid_t> pids;
+  int port = 0;
+
+  // Runs body(rank) in each child; the child exits with its return value.
+  ForkedJob(int nranks, const std::function<int(int)>& body,
+            const std::vector<std::pair<std::string, std::string>>& env = {}) {
+    port = freePort();
+    for (int r = 0; r < nranks; ++r) {
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        ::setenv("TIDAL_COMM_ID", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
+        ::setenv("TIDAL_RANK", std::to_string(r).c_str(), 1);
+        ::setenv("TIDAL_NRANKS", std::to_string(nranks).c_str(), 1);
+        ::setenv("TIDAL_SECRET", "0123456789abcdef0123456789abcdef", 1);
+        for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+        std::_Exit(body(r));
+      }
+      pids.push_back(pid);
+    }
+  }
+
+  // Exit statuses (as from waitpid) by rank; children still running after
+  // `limit` are killed and reported as -1.
+  std::vector<int> wait(std::chrono::seconds limit) {
+    std::vector<int> status(pids.size(), -1);
+    std::vector<bool> done(pids.size(), false);
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    size_t remaining = pids.size();
+    while (remaining > 0 && std::chrono::steady_clock::now() < deadline) {
+      for (size_t i = 0; i < pids.size(); ++i) {
+        if (done[i]) continue;
+        int st = 0;
+        if (::waitpid(pids[i], &st, WNOHANG) == pids[i]) {
+          status[i] = st;
+          done[i] = true;
+          --remaining;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (!done[i]) {
+        ::kill(pids[i], SIGKILL);
+        ::waitpid(pids[i], nullptr, 0);
+      }
+    }
+    return status;
+  }
+};
+
+}  // namespace tidal::test

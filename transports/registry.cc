@@ -1,0 +1,14 @@
+// Creates transports by name. New transports add one line here.
+#include "core/error.h"
+#include "transports/tcp/tcp_transport.h"
+#include "transports/transport.h"
+
+namespace tidal {
+
+std::unique_ptr<Transport> createTransport(const std::string& name, const TransportContext& ctx) {
+  if (name == "tcp") return std::make_unique<TcpTransport>(ctx);
+  fail(tidalInvalidArgument, "rank {}: unknown transport '{}' (TIDAL_NET); available: tcp",
+       ctx.rank, name);
+}
+
+}  // namespace tidal

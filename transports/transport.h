@@ -1,0 +1,96 @@
+// The one interface every transport implements (tcp now; shm, ib, ofi,
+// cuda_ipc later). Modelled on network plugins that have worked in practice:
+// connection oriented, non-blocking, registered memory.
+//
+// Connections are one-directional: a rank opens a send connection to a peer
+// (connectSend) and the peer accepts it as a receive connection (acceptRecv).
+// A ring therefore needs one of each, and two ranks that talk both ways hold
+// two connections, which keeps every queue single-producer single-consumer.
+//
+// Ordering contract: transfers on one connection complete in the order they
+// were posted, and the receiver posts exactly the same sequence of sizes as
+// the sender (schedules are deterministic), so no per-message header travels.
+#pragma once
+
+#include <poll.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bootstrap/unique_id.h"
+#include "core/memory_kind.h"
+#include "core/socket.h"
+
+namespace tidal {
+
+// Bounded, opaque bytes a peer needs to reach our listener; exchanged through
+// the bootstrap allGather.
+inline constexpr size_t kMaxConnectHandleBytes = 256;
+using ConnectHandle = std::vector<uint8_t>;
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+
+  virtual int peer() const = 0;
+  // Queues a transfer of `bytes` from (send) or into (receive) `data`, which
+  // must stay valid until completed() counts it. Never blocks.
+  virtual void post(void* data, size_t bytes) = 0;
+  // Moves what can move without blocking. Returns true if any byte moved.
+  // Throws tidal::Error(RemoteError) when the peer is gone.
+  virtual bool progress() = 0;
+  // Number of posted transfers that have fully completed, in post order.
+  virtual uint64_t completed() const = 0;
+  virtual uint64_t posted() const = 0;
+  // File descriptors (and events) to sleep on when progress() moved nothing.
+  virtual void addPollFds(std::vector<pollfd>& fds) const = 0;
+  // Wakes any waiter and makes later calls fail; safe from another thread.
+  virtual void abort() = 0;
+  // One line for logs, e.g. "tcp 10.0.0.2:4312 x2 sockets".
+  virtual std::string describe() const = 0;
+};
+
+// A registered memory region. TCP needs none (the kernel copies); RDMA
+// transports pin and map here.
+struct MemoryRegistration {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  MemoryKind kind = MemoryKind::Host;
+  uint64_t key = 0;  // transport-specific (an rkey, ...)
+};
+
+struct TransportContext {
+  int rank = 0;
+  int nranks = 0;
+  Secret secret{};
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual const char* name() const = 0;
+  // Which pointer kinds this transport moves without staging.
+  virtual bool supports(MemoryKind kind) const = 0;
+
+  // Starts listening; the handle goes to every peer through the bootstrap.
+  virtual ConnectHandle listen() = 0;
+  virtual std::unique_ptr<Connection> connectSend(int peer, const ConnectHandle& peerHandle,
+                                                  Deadline deadline) = 0;
+  virtual std::unique_ptr<Connection> acceptRecv(int peer, Deadline deadline) = 0;
+
+  virtual MemoryRegistration registerMemory(void* ptr, size_t bytes, MemoryKind kind) = 0;
+  virtual void deregisterMemory(const MemoryRegistration& registration) = 0;
+
+  // Stops any blocking accept/connect; safe from another thread.
+  virtual void abort() = 0;
+};
+
+// Creates a transport by name ("tcp"); throws InvalidArgument listing the
+// available names for an unknown one.
+std::unique_ptr<Transport> createTransport(const std::string& name, const TransportContext& ctx);
+
+}  // namespace tidal
