@@ -17,7 +17,8 @@ namespace {
 
 std::vector<Range> chunksOf(size_t count, size_t chunk) {
   std::vector<Range> out;
-  for (size_t off = 0; off < count; off += chunk) out.push_back({off, std::min(chunk, count - off)});
+  for (size_t off = 0; off < count; off += chunk)
+    out.push_back({off, std::min(chunk, count - off)});
   return out;
 }
 
@@ -30,7 +31,8 @@ Schedule chainBroadcast(const CollectiveArgs& a) {
   const int n = a.nranks;
   if (a.count == 0) return s;
   const int pos = mod(a.rank - a.root, n);  // 0 at the root
-  if (pos == 0 && !a.inPlace) s.prologue.push_back({{Buffer::Send, 0}, {Buffer::Recv, 0}, a.count * ts});
+  if (pos == 0 && !a.inPlace)
+    s.prologue.push_back({{Buffer::Send, 0}, {Buffer::Recv, 0}, a.count * ts});
   if (n == 1) return s;
   const int right = mod(a.rank + 1, n), left = mod(a.rank - 1, n);
   for (const Range& r : chunksOf(a.count, chunkElems(a.chunkBytes, ts))) {

@@ -15,14 +15,17 @@ Schedule ringAllGather(const CollectiveArgs& a) {
   const size_t block = a.count * ts;
   if (a.count == 0) return s;
   if (!a.inPlace) {
-    s.prologue.push_back({{Buffer::Send, 0}, {Buffer::Recv, static_cast<size_t>(a.rank) * block}, block});
+    s.prologue.push_back(
+        {{Buffer::Send, 0}, {Buffer::Recv, static_cast<size_t>(a.rank) * block}, block});
   }
   if (n == 1) return s;
   const int right = mod(a.rank + 1, n), left = mod(a.rank - 1, n);
   const size_t total = a.count * static_cast<size_t>(n);
   RingEmitter ring{a.rank, n, n - 1, total, chunkElems(a.chunkBytes, ts), ts, {}, {}, {}};
   ring.sendSegment = [&](int g) { return a.rank - g; };
-  ring.makeSend = [&](int, Range r) { return SendOp{right, {Buffer::Recv, r.begin * ts}, r.size * ts, -1}; };
+  ring.makeSend = [&](int, Range r) {
+    return SendOp{right, {Buffer::Recv, r.begin * ts}, r.size * ts, -1};
+  };
   ring.makeRecv = [&](int, Range r) {
     return RecvOp{left, {Buffer::Recv, r.begin * ts}, r.size * ts, false, {}, 0};
   };

@@ -23,7 +23,8 @@ Schedule ringAllReduce(const CollectiveArgs& a) {
   const size_t ts = typeSize(a.type);
   const int n = a.nranks;
   if (n == 1 || a.count == 0) {
-    if (!a.inPlace && a.count > 0) s.prologue.push_back({{Buffer::Send, 0}, {Buffer::Recv, 0}, a.count * ts});
+    if (!a.inPlace && a.count > 0)
+      s.prologue.push_back({{Buffer::Send, 0}, {Buffer::Recv, 0}, a.count * ts});
     return s;
   }
   const int right = mod(a.rank + 1, n), left = mod(a.rank - 1, n);

@@ -38,8 +38,8 @@ inline size_t chunkElems(size_t chunkBytes, size_t typeSize) {
 // both sides consistently because both compute the same ranges.
 struct RingEmitter {
   int rank, nranks, steps;
-  size_t count;       // elements in the whole (segmented) buffer
-  size_t chunk;       // elements per chunk
+  size_t count;  // elements in the whole (segmented) buffer
+  size_t chunk;  // elements per chunk
   size_t typeSize;
   std::function<int(int step)> sendSegment;
   std::function<SendOp(int step, Range r)> makeSend;

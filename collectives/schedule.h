@@ -51,6 +51,9 @@ struct RecvOp {
   bool reduce;
   BufferRef localInput;
   int divisor;
+  // Index into Schedule::sends that must have completed before the data is
+  // reduced into dst (the send reads what the reduction overwrites); -1: none.
+  int64_t afterSend = -1;
 };
 
 struct Schedule {
@@ -66,7 +69,8 @@ struct Schedule {
 struct CollectiveArgs {
   int rank;
   int nranks;
-  size_t count;  // elements: total for AllReduce/Broadcast/Reduce; per rank for AllGather (send) and ReduceScatter (recv)
+  size_t count;  // elements: total for AllReduce/Broadcast/Reduce; per rank for AllGather (send)
+                 // and ReduceScatter (recv)
   tidalDataType_t type;
   tidalRedOp_t op;
   int root;
@@ -76,9 +80,17 @@ struct CollectiveArgs {
 
 // Ring reduce-scatter then allgather, pipelined in chunks (ring_allreduce.cc).
 Schedule ringAllReduce(const CollectiveArgs& args);
-// Ring allgather and reduce-scatter, pipelined in chunks (ring_allgather.cc, ring_reduce_scatter.cc).
+// Ring allgather and reduce-scatter, pipelined in chunks (ring_allgather.cc,
+// ring_reduce_scatter.cc).
 Schedule ringAllGather(const CollectiveArgs& args);
 Schedule ringReduceScatter(const CollectiveArgs& args);
+// Recursive doubling (recursive_doubling.cc): log2(n) exchanges of the whole
+// buffer, for small messages where latency, not bandwidth, decides. Ranks
+// beyond the largest power of two fold into a partner first.
+Schedule recursiveDoublingAllReduce(const CollectiveArgs& args);
+// Peers a rank exchanges with in recursiveDoublingAllReduce.
+std::vector<int> recursiveDoublingPeers(int rank, int nranks);
+
 // Pipelined chains along the ring order, starting at (Broadcast) or ending at
 // (Reduce) the root (chain.cc).
 Schedule chainBroadcast(const CollectiveArgs& args);

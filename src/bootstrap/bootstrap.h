@@ -69,8 +69,8 @@ class Bootstrap {
   void broadcast(void* data, size_t bytes, int root);
   void barrier();
 
-  // Unblocks any waiter (it throws InvalidUsage "... aborted"); later calls
-  // throw too. Safe from another thread.
+  // Unblocks any waiter (it throws RemoteError "... aborted", as the engine
+  // does on tidalCommAbort); later calls throw too. Safe from another thread.
   void abort();
 
  private:

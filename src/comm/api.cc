@@ -87,9 +87,8 @@ size_t checkBytes(tidalComm_t comm, const char* fn, const char* argName, size_t 
   const size_t ts = typeSize(type);
   const size_t limit = static_cast<size_t>(PTRDIFF_MAX);
   if (count != 0 && (multiplier > limit / count || count * multiplier > limit / ts)) {
-    fail(tidalInvalidArgument,
-         "{}: {} {} x {} rank(s) x {} bytes ({}) overflows the address space", where(comm, fn),
-         argName, count, multiplier, ts, typeName(type));
+    fail(tidalInvalidArgument, "{}: {} {} x {} rank(s) x {} bytes ({}) overflows the address space",
+         where(comm, fn), argName, count, multiplier, ts, typeName(type));
   }
   return count * multiplier * ts;
 }
@@ -164,8 +163,8 @@ tidalResult_t tidalCommInitRank(tidalComm_t* comm, int nranks, tidalUniqueId com
            nranks, rank);
     }
     if (rank < 0 || rank >= nranks) {
-      fail(tidalInvalidArgument, "tidalCommInitRank: rank {} is out of range for {} ranks",
-           rank, nranks);
+      fail(tidalInvalidArgument, "tidalCommInitRank: rank {} is out of range for {} ranks", rank,
+           nranks);
     }
     const UniqueId id = decodeUniqueId(commId);
     auto handle = std::make_unique<tidalComm>();

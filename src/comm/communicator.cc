@@ -1,6 +1,7 @@
 #include "comm/communicator.h"
 
 #include <cstring>
+#include <set>
 #include <thread>
 
 #include "core/dtype.h"
@@ -19,17 +20,19 @@ EngineOptions engineOptionsFromParams(int rank) {
   const int64_t spin = params::getInt("TIDAL_SPIN_US");
   const int64_t timeout = params::getInt("TIDAL_TIMEOUT");
   if (chunk < 4096 || chunk > (int64_t{1} << 30)) {
-    fail(tidalInvalidArgument, "rank {}: TIDAL_CHUNK_SIZE={} is out of range 4096..1073741824", rank,
-         chunk);
+    fail(tidalInvalidArgument, "rank {}: TIDAL_CHUNK_SIZE={} is out of range 4096..1073741824",
+         rank, chunk);
   }
   if (slots < 1 || slots > 64) {
-    fail(tidalInvalidArgument, "rank {}: TIDAL_STAGING_SLOTS={} is out of range 1..64", rank, slots);
+    fail(tidalInvalidArgument, "rank {}: TIDAL_STAGING_SLOTS={} is out of range 1..64", rank,
+         slots);
   }
   if (spin < 0 || spin > 1000000) {
     fail(tidalInvalidArgument, "rank {}: TIDAL_SPIN_US={} is out of range 0..1000000", rank, spin);
   }
   if (timeout < 1) {
-    fail(tidalInvalidArgument, "rank {}: TIDAL_TIMEOUT={} must be at least 1 second", rank, timeout);
+    fail(tidalInvalidArgument, "rank {}: TIDAL_TIMEOUT={} must be at least 1 second", rank,
+         timeout);
   }
   return {static_cast<size_t>(chunk), static_cast<int>(slots), std::chrono::microseconds(spin),
           std::chrono::seconds(timeout)};
@@ -47,6 +50,10 @@ Communicator::~Communicator() = default;
 
 void Communicator::connect(const UniqueId& id) {
   engine_ = std::make_unique<Engine>(rank_, engineOptionsFromParams(rank_));
+  const int64_t rd = params::getInt("TIDAL_ALLREDUCE_RD_BYTES");
+  if (rd < 0)
+    fail(tidalInvalidArgument, "rank {}: TIDAL_ALLREDUCE_RD_BYTES={} is negative", rank_, rd);
+  rdMaxBytes_ = static_cast<size_t>(rd);
   bootstrap_ = Bootstrap::create(id, rank_, nranks_);
   std::string net = params::getString("TIDAL_NET");
   if (net.empty()) net = "tcp";
@@ -72,19 +79,39 @@ void Communicator::connect(const UniqueId& id) {
       }
       return ConnectHandle(p + 2, p + 2 + len);
     };
+    // Ring and chains talk to the neighbours; recursive doubling to the
+    // partners at distance 1, 2, 4, ... Connect sends to all of them first
+    // (a connect completes in the peer's listen backlog), then accept.
     const int right = (rank_ + 1) % nranks_, left = (rank_ + nranks_ - 1) % nranks_;
+    std::set<int> sendPeers{right}, recvPeers{left};
+    for (int p : coll::recursiveDoublingPeers(rank_, nranks_)) {
+      sendPeers.insert(p);
+      recvPeers.insert(p);
+    }
     const Deadline deadline = deadlineFromNow();
-    toRight_ = transport_->connectSend(right, handleOf(right), deadline);
-    fromLeft_ = transport_->acceptRecv(left, deadline);
-    engine_->addSendConnection(right, toRight_.get());
-    engine_->addRecvConnection(left, fromLeft_.get());
-    TIDAL_INFO(Init, "rank {} -> {}: {} {}", rank_, right, transport_->name(), toRight_->describe());
-    TIDAL_INFO(Init, "rank {} <- {}: {} {}", rank_, left, transport_->name(), fromLeft_->describe());
+    for (int peer : sendPeers) {
+      auto& c = sendTo_[peer];
+      c = transport_->connectSend(peer, handleOf(peer), deadline);
+      engine_->addSendConnection(peer, c.get());
+      TIDAL_INFO(Init, "rank {} -> {}: {} {}", rank_, peer, transport_->name(), c->describe());
+    }
+    for (int peer : recvPeers) {
+      auto& c = recvFrom_[peer];
+      c = transport_->acceptRecv(peer, deadline);
+      engine_->addRecvConnection(peer, c.get());
+      TIDAL_INFO(Init, "rank {} <- {}: {} {}", rank_, peer, transport_->name(), c->describe());
+    }
   }
   barrierBuffer_.assign(static_cast<size_t>(nranks_), 0);
-  TIDAL_INFO(Init, "rank {}/{}: communicator ready (chunk {} B, {} staging slots, reduce kernel {})",
+  TIDAL_INFO(Init,
+             "rank {}/{}: communicator ready (chunk {} B, {} staging slots, reduce kernel {})",
              rank_, nranks_, engine_->options().chunkBytes, engine_->options().stagingSlots,
              reduceKernelName());
+}
+
+bool Communicator::useRecursiveDoubling(size_t bytes) const {
+  // The whole message travels in one staging slot, so it must fit in a chunk.
+  return bytes <= rdMaxBytes_ && bytes <= engine_->options().chunkBytes;
 }
 
 coll::CollectiveArgs Communicator::args(size_t count, tidalDataType_t type, tidalRedOp_t op,
@@ -100,8 +127,8 @@ void Communicator::breakWith(const Error& error) {
   }
   // Closing our sockets makes the neighbours fail now rather than at their
   // timeout, and they in turn close theirs: the error spreads around the ring.
-  if (toRight_) toRight_->abort();
-  if (fromLeft_) fromLeft_->abort();
+  for (auto& [peer, c] : sendTo_) c->abort();
+  for (auto& [peer, c] : recvFrom_) c->abort();
 }
 
 void Communicator::execute(const coll::Schedule& schedule, const void* sendbuff, void* recvbuff,
@@ -128,8 +155,10 @@ void Communicator::execute(const coll::Schedule& schedule, const void* sendbuff,
 
 void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
                              tidalDataType_t type, tidalRedOp_t op) {
-  execute(coll::ringAllReduce(args(count, type, op, 0, sendbuff == recvbuff)), sendbuff, recvbuff,
-          "AllReduce");
+  const auto a = args(count, type, op, 0, sendbuff == recvbuff);
+  execute(useRecursiveDoubling(count * typeSize(type)) ? coll::recursiveDoublingAllReduce(a)
+                                                       : coll::ringAllReduce(a),
+          sendbuff, recvbuff, "AllReduce");
 }
 
 void Communicator::allGather(const void* sendbuff, void* recvbuff, size_t sendcount,
@@ -161,10 +190,11 @@ void Communicator::reduce(const void* sendbuff, void* recvbuff, size_t count, ti
 }
 
 void Communicator::barrier() {
-  // An AllReduce of one byte per rank: every ring step carries data, so no
+  // An AllReduce of one byte per rank: every exchange carries data, so no
   // rank leaves before every rank has arrived.
-  execute(coll::ringAllReduce(args(barrierBuffer_.size(), tidalUint8, tidalMax, 0, true)),
-          barrierBuffer_.data(), barrierBuffer_.data(), "Barrier");
+  execute(
+      coll::recursiveDoublingAllReduce(args(barrierBuffer_.size(), tidalUint8, tidalMax, 0, true)),
+      barrierBuffer_.data(), barrierBuffer_.data(), "Barrier");
 }
 
 void Communicator::abort() {

@@ -4,12 +4,13 @@
 // Lifecycle: create() rendezvous through the bootstrap, opens the transport
 // connections the algorithms need (for ring and chain: a send connection to
 // rank+1 and a receive connection from rank-1), and pre-faults the staging
-// buffers. A collective that fails marks the communicator broken (its
-// asyncError), and aborts every connection so that neighbours fail fast
-// instead of waiting out their timeout; later calls return the same error.
+// buffers (recursive doubling adds the partners at distance 1, 2, 4, ...). A collective that fails
+// marks the communicator broken (its asyncError), and aborts every connection so that neighbours
+// fail fast instead of waiting out their timeout; later calls return the same error.
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -75,13 +76,15 @@ class Communicator {
   coll::CollectiveArgs args(size_t count, tidalDataType_t type, tidalRedOp_t op, int root,
                             bool inPlace) const;
   void breakWith(const Error& error);
+  bool useRecursiveDoubling(size_t bytes) const;
 
   int rank_;
   int nranks_;
   std::unique_ptr<Bootstrap> bootstrap_;
   std::unique_ptr<Transport> transport_;
-  std::unique_ptr<Connection> toRight_;
-  std::unique_ptr<Connection> fromLeft_;
+  std::map<int, std::unique_ptr<Connection>> sendTo_;
+  std::map<int, std::unique_ptr<Connection>> recvFrom_;
+  size_t rdMaxBytes_ = 0;
   std::unique_ptr<Engine> engine_;
   std::vector<uint8_t> barrierBuffer_;
 

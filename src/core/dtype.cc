@@ -40,10 +40,10 @@ std::optional<tidalDataType_t> parseType(std::string_view name) {
     tidalDataType_t type;
   };
   static constexpr Alias kAliases[] = {
-      {"char", tidalInt8},        {"int", tidalInt32},        {"float16", tidalFloat16},
-      {"fp16", tidalFloat16},     {"float32", tidalFloat32},  {"fp32", tidalFloat32},
-      {"float64", tidalFloat64},  {"fp64", tidalFloat64},     {"bf16", tidalBfloat16},
-      {"bfloat", tidalBfloat16},  {"uint", tidalUint32},
+      {"char", tidalInt8},       {"int", tidalInt32},       {"float16", tidalFloat16},
+      {"fp16", tidalFloat16},    {"float32", tidalFloat32}, {"fp32", tidalFloat32},
+      {"float64", tidalFloat64}, {"fp64", tidalFloat64},    {"bf16", tidalBfloat16},
+      {"bfloat", tidalBfloat16}, {"uint", tidalUint32},
   };
   for (const auto& a : kAliases) {
     if (name == a.alias) return a.type;

@@ -36,7 +36,8 @@ void HostBuffer::allocate(size_t bytes) {
   const size_t rounded = (bytes + kPage - 1) / kPage * kPage;
   void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
-    fail(tidalSystemError, "cannot allocate a {} byte staging buffer: {}", rounded, errnoText(errno));
+    fail(tidalSystemError, "cannot allocate a {} byte staging buffer: {}", rounded,
+         errnoText(errno));
   }
   // Large buffers benefit from huge pages (fewer faults and TLB misses); the
   // hint is advisory and harmless where transparent huge pages are off.

@@ -15,12 +15,12 @@ const char* subsysName(Subsys subsys);
 
 }  // namespace tidal::log
 
-#define TIDAL_LOG_(level, subsys, ...)                                                        \
-  do {                                                                                       \
-    if (::tidal::log::enabled(level, ::tidal::log::Subsys::subsys))                          \
-      ::tidal::log::logger().log(level, "[{}] {}", ::tidal::log::subsysName(                 \
-                                                        ::tidal::log::Subsys::subsys),       \
-                                 fmt::format(__VA_ARGS__));                                  \
+#define TIDAL_LOG_(level, subsys, ...)                                                   \
+  do {                                                                                   \
+    if (::tidal::log::enabled(level, ::tidal::log::Subsys::subsys))                      \
+      ::tidal::log::logger().log(level, "[{}] {}",                                       \
+                                 ::tidal::log::subsysName(::tidal::log::Subsys::subsys), \
+                                 fmt::format(__VA_ARGS__));                              \
   } while (0)
 
 #define TIDAL_WARN(subsys, ...) TIDAL_LOG_(spdlog::level::warn, subsys, __VA_ARGS__)

@@ -93,8 +93,7 @@ int64_t getInt(std::string_view name) {
   char* end = nullptr;
   const long long v = std::strtoll(text.c_str(), &end, 0);
   if (text.empty() || errno != 0 || end == nullptr || *end != '\0') {
-    fail(tidalInvalidArgument, "{}='{}' (from {}) is not an integer", def.name, r.value,
-         r.source);
+    fail(tidalInvalidArgument, "{}='{}' (from {}) is not an integer", def.name, r.value, r.source);
   }
   return v;
 }

@@ -30,11 +30,15 @@ const std::vector<Definition>& definitions() {
        "Interfaces to use: prefix list, ^ excludes, = exact. Default: first up, not lo/docker."},
       {"TIDAL_SOCKET_FAMILY", Kind::String, "",
        "AF_INET or AF_INET6 to restrict interface addresses to one family."},
-      {"TIDAL_NSOCKS", Kind::Int, "2", "TCP sockets per peer connection; large chunks are striped."},
+      {"TIDAL_NSOCKS", Kind::Int, "2",
+       "TCP sockets per peer connection; large chunks are striped."},
       {"TIDAL_NET", Kind::String, "", "Force one transport for every peer (tcp)."},
       // Engine and algorithms.
       {"TIDAL_CHUNK_SIZE", Kind::Int, "524288",
        "Pipeline chunk in bytes: ring steps are cut into chunks so send, recv, reduce overlap."},
+      {"TIDAL_ALLREDUCE_RD_BYTES", Kind::Int, "65536",
+       "AllReduce of at most this many bytes uses recursive doubling (latency) instead of the "
+       "ring."},
       {"TIDAL_STAGING_SLOTS", Kind::Int, "4",
        "Receive staging slots of TIDAL_CHUNK_SIZE per connection (persistent, pre-touched)."},
       {"TIDAL_SPIN_US", Kind::Int, "50",

@@ -41,9 +41,15 @@ class Engine::Run {
  public:
   Run(Engine& engine, const coll::Schedule& s, const void* sendbuff, void* recvbuff,
       const char* what)
-      : e_(engine), s_(s), what_(what), send_(static_cast<const char*>(sendbuff)),
-        recv_(static_cast<char*>(recvbuff)), sendSeq_(s.sends.size()), recvSeq_(s.recvs.size()),
-        recvSlot_(s.recvs.size(), -1), recvDone_(s.recvs.size(), 0) {
+      : e_(engine),
+        s_(s),
+        what_(what),
+        send_(static_cast<const char*>(sendbuff)),
+        recv_(static_cast<char*>(recvbuff)),
+        sendSeq_(s.sends.size()),
+        recvSeq_(s.recvs.size()),
+        recvSlot_(s.recvs.size(), -1),
+        recvDone_(s.recvs.size(), 0) {
     for (const auto& op : s.sends) sendConns_.insert(&e_.sendConnection(op.peer, what));
     for (const auto& op : s.recvs) recvConns_.insert(&e_.recvConnection(op.peer, what));
     freeSlots_ = e_.options_.stagingSlots;
@@ -126,6 +132,7 @@ class Engine::Run {
     while (recvsDone_ < nextRecvPost_) {
       const auto& op = s_.recvs[recvsDone_];
       if (e_.recvConnection(op.peer, what_).completed() <= recvSeq_[recvsDone_]) break;
+      if (op.afterSend >= 0 && !sendComplete(static_cast<size_t>(op.afterSend))) break;
       if (op.reduce) {
         reduce(resolve(op.dst), resolve(op.localInput), slotAddress(recvSlot_[recvsDone_]),
                op.bytes / typeSize(s_.type), s_.type, s_.op, op.divisor);
@@ -136,6 +143,10 @@ class Engine::Run {
       any = true;
     }
     return any;
+  }
+
+  bool sendComplete(size_t i) const {
+    return i < nextSend_ && e_.sendConnection(s_.sends[i].peer, what_).completed() > sendSeq_[i];
   }
 
   void completeSends() {

@@ -41,9 +41,9 @@ TEST_F(SingleRank, ZeroCountAcceptsNullBuffers) {
 }
 
 TEST_F(SingleRank, OverflowingCountIsRefused) {
-  EXPECT_EQ(tidalAllReduce(a_.data(), b_.data(), SIZE_MAX / 2, tidalFloat32, tidalSum, comm_,
-                           nullptr),
-            tidalInvalidArgument);
+  EXPECT_EQ(
+      tidalAllReduce(a_.data(), b_.data(), SIZE_MAX / 2, tidalFloat32, tidalSum, comm_, nullptr),
+      tidalInvalidArgument);
   EXPECT_THAT(last(), HasSubstr("overflows"));
   EXPECT_THAT(last(), HasSubstr(std::to_string(SIZE_MAX / 2)));
 }
@@ -130,19 +130,22 @@ TEST(Api, TwoRanksAsThreadsAgreeAndAbortUnblocks) {
   ASSERT_EQ(tidalCommInitAll(comms, 2, nullptr), tidalSuccess);
   std::vector<double> v0(1000, 1.5), v1(1000, 2.5);
   std::thread t([&] {
-    EXPECT_EQ(tidalAllReduce(v1.data(), v1.data(), v1.size(), tidalFloat64, tidalMax, comms[1], nullptr),
-              tidalSuccess);
+    EXPECT_EQ(
+        tidalAllReduce(v1.data(), v1.data(), v1.size(), tidalFloat64, tidalMax, comms[1], nullptr),
+        tidalSuccess);
   });
-  EXPECT_EQ(tidalAllReduce(v0.data(), v0.data(), v0.size(), tidalFloat64, tidalMax, comms[0], nullptr),
-            tidalSuccess);
+  EXPECT_EQ(
+      tidalAllReduce(v0.data(), v0.data(), v0.size(), tidalFloat64, tidalMax, comms[0], nullptr),
+      tidalSuccess);
   t.join();
   EXPECT_EQ(v0[999], 2.5);
   EXPECT_EQ(v1[0], 2.5);
   // Rank 1 waits for a partner that never comes; aborting it from another
   // thread must end the wait with an error, long before any timeout.
   std::thread waiter([&] {
-    EXPECT_NE(tidalAllReduce(v1.data(), v1.data(), v1.size(), tidalFloat64, tidalSum, comms[1], nullptr),
-              tidalSuccess);
+    EXPECT_NE(
+        tidalAllReduce(v1.data(), v1.data(), v1.size(), tidalFloat64, tidalSum, comms[1], nullptr),
+        tidalSuccess);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_EQ(tidalCommAbort(comms[1]), tidalSuccess);

@@ -20,8 +20,8 @@ namespace {
 using namespace tidal::test;
 
 struct Options {
-  int threads = 0;        // 0: one rank per process, from the environment
-  bool big = false;       // include the 1M+3 element cases
+  int threads = 0;   // 0: one rank per process, from the environment
+  bool big = false;  // include the 1M+3 element cases
 };
 
 struct Tally {
@@ -29,8 +29,8 @@ struct Tally {
   long failed = 0;
 };
 
-const char* kTypeNames[] = {"int8", "uint8", "int32", "uint32", "int64",
-                            "uint64", "half", "float", "double", "bfloat16"};
+const char* kTypeNames[] = {"int8",   "uint8", "int32", "uint32", "int64",
+                            "uint64", "half",  "float", "double", "bfloat16"};
 const char* kOpNames[] = {"sum", "prod", "max", "min", "avg"};
 
 enum class Coll { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce };
@@ -71,9 +71,11 @@ bool runCase(tidalComm_t comm, int rank, int n, const Case& c) {
   std::vector<char> big(std::max(sendCount, total) * ts + 64);
   std::vector<char> sendv(sendCount * ts + 1), recvv(recvCount * ts + 1, 0x5a);
 
-  const tidalRedOp_t inputOp = (c.coll == Coll::AllGather || c.coll == Coll::Broadcast) ? tidalSum : c.op;
+  const tidalRedOp_t inputOp =
+      (c.coll == Coll::AllGather || c.coll == Coll::Broadcast) ? tidalSum : c.op;
   const size_t base = c.coll == Coll::AllGather ? static_cast<size_t>(rank) * c.count : 0;
-  for (size_t i = 0; i < sendCount; ++i) storeValue(sendv.data(), i, c.type, inputValue(rank, base + i, inputOp, c.type));
+  for (size_t i = 0; i < sendCount; ++i)
+    storeValue(sendv.data(), i, c.type, inputValue(rank, base + i, inputOp, c.type));
 
   const void* sendbuff = sendv.data();
   void* recvbuff = recvv.data();
@@ -81,7 +83,8 @@ bool runCase(tidalComm_t comm, int rank, int n, const Case& c) {
     // The documented in-place layouts, inside one buffer.
     std::fill(big.begin(), big.end(), 0);
     if (c.coll == Coll::AllGather) {
-      std::memcpy(big.data() + static_cast<size_t>(rank) * c.count * ts, sendv.data(), c.count * ts);
+      std::memcpy(big.data() + static_cast<size_t>(rank) * c.count * ts, sendv.data(),
+                  c.count * ts);
       recvbuff = big.data();
       sendbuff = big.data() + static_cast<size_t>(rank) * c.count * ts;
     } else if (c.coll == Coll::ReduceScatter) {
@@ -136,7 +139,8 @@ bool runCase(tidalComm_t comm, int rank, int n, const Case& c) {
         storeExpected(want.data(), static_cast<size_t>(rank) * c.count + i, c.type, c.op, n);
         break;
       case Coll::AllGather:
-        storeValue(want.data(), 0, c.type, inputValue(static_cast<int>(i / c.count), i, tidalSum, c.type));
+        storeValue(want.data(), 0, c.type,
+                   inputValue(static_cast<int>(i / c.count), i, tidalSum, c.type));
         break;
       case Coll::Broadcast:
         storeValue(want.data(), 0, c.type, inputValue(c.root, i, tidalSum, c.type));
@@ -177,14 +181,18 @@ std::vector<Case> buildCases(int n, bool big) {
     const size_t count = (1u << 20) + 3;
     for (bool inPlace : {false, true}) {
       for (int t = 0; t < tidalNumTypes; ++t) {
-        cases.push_back({Coll::AllReduce, static_cast<tidalDataType_t>(t), tidalSum, count, inPlace, 0});
+        cases.push_back(
+            {Coll::AllReduce, static_cast<tidalDataType_t>(t), tidalSum, count, inPlace, 0});
       }
       for (int o = 0; o < tidalNumOps; ++o) {
-        cases.push_back({Coll::AllReduce, tidalFloat32, static_cast<tidalRedOp_t>(o), count, inPlace, 0});
+        cases.push_back(
+            {Coll::AllReduce, tidalFloat32, static_cast<tidalRedOp_t>(o), count, inPlace, 0});
       }
       for (auto type : {tidalFloat32, tidalBfloat16, tidalInt8}) {
-        cases.push_back({Coll::ReduceScatter, type, tidalSum, count / static_cast<size_t>(n) + 1, inPlace, 0});
-        cases.push_back({Coll::AllGather, type, tidalSum, count / static_cast<size_t>(n) + 1, inPlace, 0});
+        cases.push_back(
+            {Coll::ReduceScatter, type, tidalSum, count / static_cast<size_t>(n) + 1, inPlace, 0});
+        cases.push_back(
+            {Coll::AllGather, type, tidalSum, count / static_cast<size_t>(n) + 1, inPlace, 0});
         cases.push_back({Coll::Broadcast, type, tidalSum, count, inPlace, n - 1});
         cases.push_back({Coll::Reduce, type, tidalAvg, count, inPlace, n / 2});
       }
@@ -240,7 +248,8 @@ int runAsProcess(const Options& opt) {
   }
   if (tidalBroadcast(&id, &id, sizeof id, tidalUint8, 0, comms[0], nullptr) != tidalSuccess ||
       tidalCommInitRank(&comms[1], n, id, rank) != tidalSuccess) {
-    std::fprintf(stderr, "rank %d: FAIL second communicator: %s\n", rank, tidalGetLastError(nullptr));
+    std::fprintf(stderr, "rank %d: FAIL second communicator: %s\n", rank,
+                 tidalGetLastError(nullptr));
     return 1;
   }
   const Tally t = runSuite(comms, rank, n, opt.big);

@@ -63,7 +63,8 @@ TEST(KilledRank, EveryOtherRankReturnsAnErrorWithinTheTimeout) {
   const auto status = job.wait(seconds(4 * kTimeoutSeconds));
   for (int r = 0; r < kRanks; ++r) {
     if (r == kVictim) {
-      EXPECT_TRUE(WIFSIGNALED(status[r]) && WTERMSIG(status[r]) == SIGKILL) << "victim status " << status[r];
+      EXPECT_TRUE(WIFSIGNALED(status[r]) && WTERMSIG(status[r]) == SIGKILL)
+          << "victim status " << status[r];
       continue;
     }
     ASSERT_NE(status[r], -1) << "rank " << r << " hung past the test's own deadline";

@@ -3,6 +3,7 @@
 // agree, dependencies must never deadlock, and the results must be right.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -43,7 +44,8 @@ bool simulate(std::vector<RankState>& ranks) {
   for (auto& r : ranks) {
     r.scratch.assign(r.schedule.scratchBytes, 0);
     r.recvDone.assign(r.schedule.recvs.size(), 0);
-    for (const auto& c : r.schedule.prologue) std::memcpy(resolve(r, c.dst), resolve(r, c.src), c.bytes);
+    for (const auto& c : r.schedule.prologue)
+      std::memcpy(resolve(r, c.dst), resolve(r, c.src), c.bytes);
   }
   for (;;) {
     bool moved = false, done = true;
@@ -61,6 +63,8 @@ bool simulate(std::vector<RankState>& ranks) {
         const auto& op = r.schedule.recvs[r.nextRecv];
         auto& wire = wires[{op.peer, me}];
         if (wire.empty()) break;
+        // A send here "completes" when it is on the wire (copied).
+        if (op.afterSend >= 0 && static_cast<size_t>(op.afterSend) >= r.nextSend) break;
         std::vector<char> msg = std::move(wire.front());
         wire.pop_front();
         if (msg.size() != op.bytes) {
@@ -107,14 +111,42 @@ TEST_P(Schedules, AllReduceSumsEverything) {
     ranks[r].schedule = ringAllReduce(argsFor(r, n, count, tidalSum, 0, chunk));
     ranks[r].send.resize(count * 4);
     ranks[r].recv.assign(count * 4, 0);
-    for (size_t i = 0; i < count; ++i) reinterpret_cast<int32_t*>(ranks[r].send.data())[i] = value(r, i);
+    for (size_t i = 0; i < count; ++i)
+      reinterpret_cast<int32_t*>(ranks[r].send.data())[i] = value(r, i);
   }
   ASSERT_TRUE(simulate(ranks));
   for (int r = 0; r < n; ++r) {
     for (size_t i = 0; i < count; ++i) {
       int32_t want = 0;
       for (int k = 0; k < n; ++k) want += value(k, i);
-      ASSERT_EQ(reinterpret_cast<int32_t*>(ranks[r].recv.data())[i], want) << "rank " << r << " i " << i;
+      ASSERT_EQ(reinterpret_cast<int32_t*>(ranks[r].recv.data())[i], want)
+          << "rank " << r << " i " << i;
+    }
+  }
+}
+
+TEST_P(Schedules, RecursiveDoublingAllReduceSumsEverything) {
+  const auto [n, count, chunk] = GetParam();
+  std::vector<RankState> ranks(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    ranks[r].schedule = recursiveDoublingAllReduce(argsFor(r, n, count, tidalSum, 0, chunk));
+    ranks[r].send.resize(count * 4);
+    ranks[r].recv.assign(count * 4, 0);
+    for (size_t i = 0; i < count; ++i)
+      reinterpret_cast<int32_t*>(ranks[r].send.data())[i] = value(r, i);
+    // Every peer it talks to must be one the communicator connects to.
+    const auto peers = recursiveDoublingPeers(r, n);
+    for (const auto& op : ranks[r].schedule.sends) {
+      EXPECT_NE(std::find(peers.begin(), peers.end(), op.peer), peers.end()) << "rank " << r;
+    }
+  }
+  ASSERT_TRUE(simulate(ranks));
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < count; ++i) {
+      int32_t want = 0;
+      for (int k = 0; k < n; ++k) want += value(k, i);
+      ASSERT_EQ(reinterpret_cast<int32_t*>(ranks[r].recv.data())[i], want)
+          << "rank " << r << " i " << i;
     }
   }
 }
@@ -126,13 +158,16 @@ TEST_P(Schedules, AllGatherCollectsEveryBlock) {
     ranks[r].schedule = ringAllGather(argsFor(r, n, count, tidalSum, 0, chunk));
     ranks[r].send.resize(count * 4);
     ranks[r].recv.assign(count * 4 * static_cast<size_t>(n), 0);
-    for (size_t i = 0; i < count; ++i) reinterpret_cast<int32_t*>(ranks[r].send.data())[i] = value(r, i);
+    for (size_t i = 0; i < count; ++i)
+      reinterpret_cast<int32_t*>(ranks[r].send.data())[i] = value(r, i);
   }
   ASSERT_TRUE(simulate(ranks));
   for (int r = 0; r < n; ++r) {
     for (int k = 0; k < n; ++k) {
       for (size_t i = 0; i < count; ++i) {
-        ASSERT_EQ(reinterpret_cast<int32_t*>(ranks[r].recv.data())[static_cast<size_t>(k) * count + i], value(k, i));
+        ASSERT_EQ(
+            reinterpret_cast<int32_t*>(ranks[r].recv.data())[static_cast<size_t>(k) * count + i],
+            value(k, i));
       }
     }
   }
@@ -146,7 +181,8 @@ TEST_P(Schedules, ReduceScatterGivesEachRankItsSegment) {
     ranks[r].schedule = ringReduceScatter(argsFor(r, n, count, tidalMax, 0, chunk));
     ranks[r].send.resize(total * 4);
     ranks[r].recv.assign(count * 4, 0);
-    for (size_t i = 0; i < total; ++i) reinterpret_cast<int32_t*>(ranks[r].send.data())[i] = value((r + static_cast<int>(i)) % n, i);
+    for (size_t i = 0; i < total; ++i)
+      reinterpret_cast<int32_t*>(ranks[r].send.data())[i] = value((r + static_cast<int>(i)) % n, i);
   }
   ASSERT_TRUE(simulate(ranks));
   for (int r = 0; r < n; ++r) {
@@ -169,7 +205,8 @@ TEST_P(Schedules, BroadcastAndReduceFromEveryRoot) {
       for (auto* s : {&b[r], &red[r]}) {
         s->send.resize(count * 4);
         s->recv.assign(count * 4, 0);
-        for (size_t i = 0; i < count; ++i) reinterpret_cast<int32_t*>(s->send.data())[i] = value(r, i);
+        for (size_t i = 0; i < count; ++i)
+          reinterpret_cast<int32_t*>(s->send.data())[i] = value(r, i);
       }
     }
     ASSERT_TRUE(simulate(b));
@@ -179,16 +216,17 @@ TEST_P(Schedules, BroadcastAndReduceFromEveryRoot) {
       for (int k = 0; k < n; ++k) sum += value(k, i);
       ASSERT_EQ(reinterpret_cast<int32_t*>(red[root].recv.data())[i], sum) << "root " << root;
       for (int r = 0; r < n; ++r) {
-        ASSERT_EQ(reinterpret_cast<int32_t*>(b[r].recv.data())[i], value(root, i)) << "root " << root;
+        ASSERT_EQ(reinterpret_cast<int32_t*>(b[r].recv.data())[i], value(root, i))
+            << "root " << root;
       }
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    RanksCountsChunks, Schedules,
-    ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8), ::testing::Values(0, 1, 7, 1023, 5000),
-                       ::testing::Values(4, 64, 4096)));
+INSTANTIATE_TEST_SUITE_P(RanksCountsChunks, Schedules,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8),
+                                            ::testing::Values(0, 1, 7, 1023, 5000),
+                                            ::testing::Values(4, 64, 4096)));
 
 TEST(Schedules, PipelineLetsTheFirstChunkGoBeforeTheStepEnds) {
   // With 4 chunks per segment, the first send of step 1 must depend on the

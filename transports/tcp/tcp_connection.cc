@@ -17,7 +17,10 @@ constexpr size_t kStripeAlign = 4096;
 
 TcpConnection::TcpConnection(int selfRank, int peer, Direction direction,
                              std::vector<Socket> sockets, std::string description)
-    : selfRank_(selfRank), peer_(peer), direction_(direction), description_(std::move(description)) {
+    : selfRank_(selfRank),
+      peer_(peer),
+      direction_(direction),
+      description_(std::move(description)) {
   for (auto& s : sockets) {
     s.setNonBlocking();
     lanes_.push_back(Lane{std::move(s), {}});
@@ -60,7 +63,8 @@ void TcpConnection::pieceDone(uint64_t seq) {
 }
 
 void TcpConnection::lost(const std::string& why) const {
-  fail(tidalRemoteError, "rank {}: {} rank {} lost ({}): {} after {} bytes; the peer process exited, "
+  fail(tidalRemoteError,
+       "rank {}: {} rank {} lost ({}): {} after {} bytes; the peer process exited, "
        "aborted or its host is unreachable",
        selfRank_, direction_ == Direction::Send ? "connection to" : "connection from", peer_,
        description_, why, bytesMoved_);

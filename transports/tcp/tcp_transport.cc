@@ -46,7 +46,8 @@ ConnectHandle encodeAddress(const SocketAddress& addr) {
 SocketAddress decodeAddress(const ConnectHandle& h, int selfRank, int peer) {
   SocketAddress addr;
   if (h.size() < sizeof(addr.length)) {
-    fail(tidalInternalError, "rank {}: tcp handle of rank {} is {} bytes", selfRank, peer, h.size());
+    fail(tidalInternalError, "rank {}: tcp handle of rank {} is {} bytes", selfRank, peer,
+         h.size());
   }
   std::memcpy(&addr.length, h.data(), sizeof(addr.length));
   if (addr.length == 0 || addr.length > sizeof(addr.storage) ||
@@ -92,8 +93,14 @@ std::unique_ptr<Connection> TcpTransport::connectSend(int peer, const ConnectHan
   for (int i = 0; i < nsocks_; ++i) {
     Socket s = Socket::connectTo(addr, deadline, fmt::format("rank {} data listener", peer));
     s.setNoDelay();
-    Hello hello{kHelloMagic, kHelloVersion, static_cast<uint16_t>(i),
-                static_cast<uint16_t>(nsocks_), 0, ctx_.rank, peer, {}};
+    Hello hello{kHelloMagic,
+                kHelloVersion,
+                static_cast<uint16_t>(i),
+                static_cast<uint16_t>(nsocks_),
+                0,
+                ctx_.rank,
+                peer,
+                {}};
     std::memcpy(hello.secret, ctx_.secret.data(), sizeof hello.secret);
     s.sendAll(&hello, sizeof hello, deadline, fmt::format("hello to rank {}", peer));
     sockets.push_back(std::move(s));
@@ -161,7 +168,8 @@ void TcpTransport::acceptUntilComplete(int peer, Deadline deadline) {
     return true;
   };
   while (!complete()) {
-    if (aborted_) fail(tidalRemoteError, "rank {}: aborted while accepting rank {}", ctx_.rank, peer);
+    if (aborted_)
+      fail(tidalRemoteError, "rank {}: aborted while accepting rank {}", ctx_.rank, peer);
     if (Clock::now() > deadline) {
       fail(tidalTimeout,
            "rank {}: timed out after TIDAL_TIMEOUT={} s waiting for rank {} to connect to {}",

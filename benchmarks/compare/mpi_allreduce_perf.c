@@ -1,0 +1,343 @@
+/*
+ * MPI_Allreduce timed the way all_reduce_perf times tidalAllReduce, printing
+ * the same nccl-tests table so compare.sh can line the two up.
+ *
+ *   mpirun -np 4 build/benchmarks/mpi_allreduce_perf -b 8 -e 64M -f 4
+ *
+ * Flags (nccl-tests spelling): -b/--minbytes -e/--maxbytes (K/M/G suffixes),
+ * -i/--stepbytes, -f/--stepfactor, -n/--iters, -w/--warmup_iters,
+ * -m/--agg_iters, -c/--check, -a/--average, -z/--blocking, -d/--datatype
+ * (float|double), -o/--op (sum).
+ *
+ * Out-of-place passes separate buffers; in-place passes MPI_IN_PLACE.
+ * Inputs are small integers so the float sum is exact in any order and the
+ * result is checked bit for bit, as all_reduce_perf does.
+ */
+#define _GNU_SOURCE /* getopt_long, gethostname, posix_memalign */
+#include <getopt.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+  size_t minBytes, maxBytes, stepBytes, stepFactor;
+  int iters, warmupIters, aggIters, check, average, blocking;
+  int isDouble; /* 0: float, 1: double */
+} Options;
+
+static int rank_ = 0, nranks_ = 1;
+
+/* "64M" -> 67108864; K/M/G are powers of 1024 as in nccl-tests. 0 on error. */
+static int parseSize(const char* text, size_t* out) {
+  char* end = NULL;
+  double value = strtod(text, &end);
+  size_t unit = 1;
+  if (end == text || value < 0) return 0;
+  switch (*end) {
+    case 'k':
+    case 'K':
+      unit = 1024;
+      end++;
+      break;
+    case 'm':
+    case 'M':
+      unit = 1024 * 1024;
+      end++;
+      break;
+    case 'g':
+    case 'G':
+      unit = 1024 * 1024 * 1024;
+      end++;
+      break;
+    default:
+      break;
+  }
+  if (*end == 'b' || *end == 'B') end++;
+  if (*end != '\0') return 0;
+  *out = (size_t)(value * (double)unit);
+  return 1;
+}
+
+static void usage(const char* argv0) {
+  if (rank_ == 0) {
+    fprintf(stderr,
+            "usage: %s [-b minbytes] [-e maxbytes] [-i stepbytes] [-f stepfactor] [-n iters]\n"
+            "          [-w warmup_iters] [-m agg_iters] [-c check] [-a average 0-3]\n"
+            "          [-z blocking] [-d float|double] [-o sum]\n",
+            argv0);
+  }
+}
+
+/* Returns 0 on success, 1 on a bad flag (already reported). */
+static int parseOptions(int argc, char** argv, Options* o) {
+  static const struct option longOptions[] = {{"minbytes", required_argument, 0, 'b'},
+                                              {"maxbytes", required_argument, 0, 'e'},
+                                              {"stepbytes", required_argument, 0, 'i'},
+                                              {"stepfactor", required_argument, 0, 'f'},
+                                              {"iters", required_argument, 0, 'n'},
+                                              {"warmup_iters", required_argument, 0, 'w'},
+                                              {"agg_iters", required_argument, 0, 'm'},
+                                              {"check", required_argument, 0, 'c'},
+                                              {"average", required_argument, 0, 'a'},
+                                              {"blocking", required_argument, 0, 'z'},
+                                              {"datatype", required_argument, 0, 'd'},
+                                              {"op", required_argument, 0, 'o'},
+                                              {"help", no_argument, 0, 'h'},
+                                              {0, 0, 0, 0}};
+  int c;
+  o->minBytes = o->maxBytes = 32u << 20;
+  o->stepBytes = 1u << 20;
+  o->stepFactor = 1;
+  o->iters = 20;
+  o->warmupIters = 5;
+  o->aggIters = 1;
+  o->check = 1;
+  o->average = 1;
+  o->blocking = 0;
+  o->isDouble = 0;
+  while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:m:c:a:z:d:o:h", longOptions, NULL)) != -1) {
+    int ok = 1;
+    switch (c) {
+      case 'b':
+        ok = parseSize(optarg, &o->minBytes);
+        break;
+      case 'e':
+        ok = parseSize(optarg, &o->maxBytes);
+        break;
+      case 'i':
+        ok = parseSize(optarg, &o->stepBytes);
+        break;
+      case 'f':
+        o->stepFactor = strtoul(optarg, NULL, 0);
+        break;
+      case 'n':
+        o->iters = atoi(optarg);
+        ok = o->iters > 0;
+        break;
+      case 'w':
+        o->warmupIters = atoi(optarg);
+        ok = o->warmupIters >= 0;
+        break;
+      case 'm':
+        o->aggIters = atoi(optarg);
+        ok = o->aggIters > 0;
+        break;
+      case 'c':
+        o->check = atoi(optarg);
+        ok = o->check >= 0;
+        break;
+      case 'a':
+        o->average = atoi(optarg);
+        ok = o->average >= 0 && o->average <= 3;
+        break;
+      case 'z':
+        o->blocking = atoi(optarg);
+        break;
+      case 'd':
+        ok = !strcmp(optarg, "float") || !strcmp(optarg, "double");
+        o->isDouble = !strcmp(optarg, "double");
+        break;
+      case 'o':
+        ok = !strcmp(optarg, "sum");
+        break;
+      default:
+        usage(argv[0]);
+        return 1;
+    }
+    if (!ok) {
+      if (rank_ == 0) fprintf(stderr, "invalid or unsupported value for -%c: %s\n", c, optarg);
+      return 1;
+    }
+  }
+  if (o->minBytes > o->maxBytes ||
+      (o->stepFactor <= 1 && o->stepBytes == 0 && o->minBytes != o->maxBytes) ||
+      (o->stepFactor > 1 && o->minBytes == 0)) {
+    if (rank_ == 0) fprintf(stderr, "inconsistent size sweep\n");
+    return 1;
+  }
+  return 0;
+}
+
+/* Input of rank r at index i: small integers, so any summation order is exact. */
+static double inputValue(int r, size_t i) { return (double)((i * 7 + (size_t)r * 13) % 64); }
+
+static void fillInput(void* buf, size_t count, int isDouble) {
+  size_t i;
+  for (i = 0; i < count; i++) {
+    if (isDouble)
+      ((double*)buf)[i] = inputValue(rank_, i);
+    else
+      ((float*)buf)[i] = (float)inputValue(rank_, i);
+  }
+}
+
+static long long countWrong(const void* buf, size_t count, int isDouble) {
+  long long wrong = 0;
+  size_t i;
+  int r;
+  for (i = 0; i < count; i++) {
+    double want = 0;
+    for (r = 0; r < nranks_; r++) want += inputValue(r, i);
+    if (isDouble)
+      wrong += ((const double*)buf)[i] != want;
+    else
+      wrong += ((const float*)buf)[i] != (float)want;
+  }
+  return wrong;
+}
+
+static double combineTimes(double seconds, int average) {
+  double result = seconds;
+  switch (average) {
+    case 0:
+      MPI_Bcast(&result, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+      break;
+    case 2:
+      MPI_Allreduce(&seconds, &result, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+      break;
+    case 3:
+      MPI_Allreduce(&seconds, &result, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      break;
+    default:
+      MPI_Allreduce(&seconds, &result, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+      result /= nranks_;
+  }
+  return result;
+}
+
+static void printTime(double us) {
+  if (us >= 10000.0)
+    printf("  %7.0f", us);
+  else if (us >= 100.0)
+    printf("  %7.1f", us);
+  else
+    printf("  %7.2f", us);
+}
+
+static void printHeader(const Options* o) {
+  char host[120];
+  char* all = NULL;
+  char line[256];
+  char version[MPI_MAX_LIBRARY_VERSION_STRING];
+  int versionLen = 0, r;
+  char* newline;
+  if (gethostname(host, sizeof(host) - 1) != 0) strcpy(host, "unknown");
+  host[sizeof(host) - 1] = '\0';
+  snprintf(line, sizeof(line), "#  Rank %2d Group %2d Pid %6d on %10s device %2d [0x%02x] %s",
+           rank_, 0, (int)getpid(), host, 0, 0, "host memory");
+  if (rank_ == 0) all = malloc(sizeof(line) * (size_t)nranks_);
+  MPI_Gather(line, sizeof(line), MPI_CHAR, all, sizeof(line), MPI_CHAR, 0, MPI_COMM_WORLD);
+  MPI_Get_library_version(version, &versionLen);
+  newline = strchr(version, '\n');
+  if (newline) *newline = '\0';
+  if (rank_ != 0) return;
+  printf(
+      "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
+      "agg iters: %d validation: %d graph: 0\n",
+      o->minBytes, o->maxBytes, o->stepFactor > 1 ? o->stepFactor : o->stepBytes,
+      o->stepFactor > 1 ? "factor" : "bytes", o->warmupIters, o->iters, o->aggIters, o->check);
+  printf("# Peer: MPI_Allreduce, %s\n#\n# Using devices\n", version);
+  for (r = 0; r < nranks_; r++) printf("%s\n", all + sizeof(line) * (size_t)r);
+  free(all);
+  printf("#\n");
+  printf(
+      "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          "
+      "\n",
+      "", "", "", "", "");
+  printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size", "count",
+         "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
+         "#wrong");
+  printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)",
+         "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+}
+
+static void allreduce(const void* send, void* recv, size_t count, MPI_Datatype type) {
+  MPI_Allreduce(send, recv, (int)count, type, MPI_SUM, MPI_COMM_WORLD);
+}
+
+int main(int argc, char** argv) {
+  Options o;
+  MPI_Datatype type;
+  size_t elem, size, bytes;
+  char *send = NULL, *recv = NULL;
+  int failed = 0, bwCount = 0, i, j, inPlace, pass;
+  double bwSum = 0;
+
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks_);
+  if (parseOptions(argc, argv, &o) != 0) {
+    MPI_Finalize();
+    return 1;
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  type = o.isDouble ? MPI_DOUBLE : MPI_FLOAT;
+  elem = o.isDouble ? sizeof(double) : sizeof(float);
+  bytes = o.maxBytes < 4096 ? 4096 : (o.maxBytes + 4095) / 4096 * 4096;
+  if (posix_memalign((void**)&send, 4096, bytes) || posix_memalign((void**)&recv, 4096, bytes)) {
+    fprintf(stderr, "rank %d: out of memory\n", rank_);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  memset(send, 0, bytes); /* fault pages in before timing */
+  memset(recv, 0, bytes);
+  printHeader(&o);
+
+  for (i = 0; i < o.warmupIters; i++) allreduce(send, recv, o.maxBytes / elem, type);
+  for (i = 0; i < o.warmupIters; i++) allreduce(send, recv, o.minBytes / elem, type);
+
+  for (size = o.minBytes; size <= o.maxBytes;
+       size = o.stepFactor > 1 ? size * o.stepFactor : size + o.stepBytes) {
+    size_t count = size / elem;
+    if (rank_ == 0) {
+      printf("%12zu  %12zu  %8s  %6s  %6i", count * elem, count, o.isDouble ? "double" : "float",
+             "sum", -1);
+    }
+    for (inPlace = 0; inPlace <= 1; inPlace++) {
+      const void* src = inPlace ? MPI_IN_PLACE : send;
+      double start, seconds, algBw, busBw;
+      long long wrong = 0, mine;
+      fillInput(inPlace ? recv : send, count, o.isDouble);
+      allreduce(src, recv, count, type);
+      MPI_Barrier(MPI_COMM_WORLD);
+      start = MPI_Wtime();
+      for (i = 0; i < o.iters; i++) {
+        for (j = 0; j < o.aggIters; j++) allreduce(src, recv, count, type);
+        if (o.blocking) MPI_Barrier(MPI_COMM_WORLD);
+      }
+      seconds = combineTimes((MPI_Wtime() - start) / ((double)o.iters * o.aggIters), o.average);
+      algBw = seconds > 0 ? (double)(count * elem) / 1.0e9 / seconds : 0;
+      busBw = algBw * 2.0 * (nranks_ - 1) / nranks_;
+      for (pass = 0; pass < o.check && wrong == 0; pass++) {
+        fillInput(inPlace ? recv : send, count, o.isDouble);
+        allreduce(src, recv, count, type);
+        mine = countWrong(recv, count, o.isDouble);
+        MPI_Allreduce(&mine, &wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+      }
+      if (wrong) failed++;
+      if (rank_ == 0) {
+        printTime(seconds * 1e6);
+        printf("  %6.2f  %6.2f", algBw, busBw);
+        if (o.check)
+          printf("  %5lld", wrong);
+        else
+          printf("  %5s", "N/A");
+      }
+      bwSum += busBw;
+      bwCount++;
+    }
+    if (rank_ == 0) printf("\n");
+    if (o.stepFactor <= 1 && o.stepBytes == 0) break;
+  }
+
+  if (rank_ == 0) {
+    printf("# Out of bounds values : %d %s\n", failed, failed ? "FAILED" : "OK");
+    printf("# Avg bus bandwidth    : %g \n#\n", bwCount ? bwSum / bwCount : 0.0);
+  }
+  free(send);
+  free(recv);
+  MPI_Finalize();
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,362 @@
+#include "harness.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "options.h"
+#include "report.h"
+#include "timer.h"
+
+namespace tidal::perf {
+namespace {
+
+// A failed Tidal call; the message names the call, the rank and the library's
+// explanation. Thrown to unwind to runPerf, which aborts the communicator.
+class CallFailed : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Page-aligned host memory, as a DMA-capable transport would want it.
+class AlignedBuffer {
+ public:
+  explicit AlignedBuffer(size_t bytes) {
+    void* p = nullptr;
+    constexpr size_t kPage = 4096;
+    const size_t rounded = std::max<size_t>((bytes + kPage - 1) / kPage * kPage, kPage);
+    if (posix_memalign(&p, kPage, rounded) != 0) throw std::bad_alloc();
+    ptr_.reset(static_cast<char*>(p));
+    // Fault every page in now: first-touch cost must not land in the timings.
+    std::memset(p, 0, rounded);
+  }
+  char* data() const { return ptr_.get(); }
+
+ private:
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, Free> ptr_;
+};
+
+// Fixed-size record all-gathered so rank 0 can list every rank.
+struct RankInfo {
+  int32_t rank;
+  int32_t pid;
+  char host[120];
+};
+static_assert(sizeof(RankInfo) == 128);
+
+class Benchmark {
+ public:
+  Benchmark(const PerfOptions& opts, const Collective& coll, tidalComm_t comm)
+      : opts_(opts), coll_(coll), comm_(comm), reporter_(false) {}
+
+  int run();
+
+ private:
+  void check(tidalResult_t result, const std::string& what) const;
+  void printDevices();
+  void timeTest(tidalDataType_t type, tidalRedOp_t op, int root);
+  void benchOne(tidalDataType_t type, tidalRedOp_t op, int root, const Layout& layout,
+                bool inPlace);
+  CheckContext context(tidalDataType_t type, tidalRedOp_t op, int root, const Layout& layout,
+                       bool inPlace, uint64_t seed) const;
+  void runOnce(const CheckContext& ctx) const;
+  double combineTimes(double seconds) const;
+  int64_t sumAcrossRanks(int64_t value) const;
+  void barrier() const { check(tidalBarrier(comm_, nullptr), "tidalBarrier"); }
+
+  const PerfOptions& opts_;
+  const Collective& coll_;
+  tidalComm_t comm_;
+  Reporter reporter_;
+  int rank_ = 0;
+  int nranks_ = 1;
+  std::unique_ptr<AlignedBuffer> send_;
+  std::unique_ptr<AlignedBuffer> recv_;
+  std::vector<size_t> sizes_;
+  uint64_t validationSeed_ = 0;
+  int64_t failedTests_ = 0;
+  double busBwSum_ = 0;
+  int busBwCount_ = 0;
+};
+
+void Benchmark::check(tidalResult_t result, const std::string& what) const {
+  if (result == tidalSuccess) return;
+  throw CallFailed(fmt::format("rank {}: {} failed: {}: {}", rank_, what,
+                               tidalGetErrorString(result), tidalGetLastError(comm_)));
+}
+
+int Benchmark::run() {
+  check(tidalCommUserRank(comm_, &rank_), "tidalCommUserRank");
+  check(tidalCommCount(comm_, &nranks_), "tidalCommCount");
+  reporter_ = Reporter(rank_ == 0);
+
+  if (coll_.hasRoot() && opts_.root >= nranks_) {
+    // Every rank got the same flags, so every rank stops here together.
+    if (rank_ == 0) std::fprintf(stderr, "invalid root %d for %d ranks\n", opts_.root, nranks_);
+    return 1;
+  }
+
+  reporter_.line(optionsBanner(opts_));
+  if (opts_.blocking) {
+    reporter_.line("# Blocking Enabled: wait for completion and barrier after each collective ");
+  }
+  if (opts_.parallelInit) {
+    reporter_.line("# Parallel Init Enabled: threads call into tidalCommInitRank concurrently ");
+  }
+  reporter_.line("#");
+  printDevices();
+  reporter_.line("#");
+
+  // One allocation of the largest size for the whole run, as nccl-tests does.
+  // Every layout fits: all-gather receives and reduce-scatter sends at most
+  // maxBytes, and the in-place variants live inside the receive buffer.
+  send_ = std::make_unique<AlignedBuffer>(opts_.maxBytes);
+  recv_ = std::make_unique<AlignedBuffer>(opts_.maxBytes);
+  sizes_ = sweepSizes(opts_);
+
+  reporter_.columnHeader(opts_.reportCpuTime ? "cputime" : "time");
+
+  const std::vector<tidalDataType_t> types =
+      opts_.datatype == kAll ? allTypes()
+                             : std::vector<tidalDataType_t>{tidalDataType_t(opts_.datatype)};
+  std::vector<tidalRedOp_t> ops{tidalSum};
+  if (coll_.hasOp()) ops = opts_.op == kAll ? allOps() : std::vector{tidalRedOp_t(opts_.op)};
+  std::vector<int> roots{-1};
+  if (coll_.hasRoot()) {
+    roots = {opts_.root};
+    if (opts_.root == -1) {
+      roots.clear();
+      for (int r = 0; r < nranks_; ++r) roots.push_back(r);
+    }
+  }
+
+  for (int cycle = 0; opts_.runCycles == 0 || cycle < opts_.runCycles; ++cycle) {
+    for (tidalDataType_t type : types) {
+      for (tidalRedOp_t op : ops) {
+        for (int root : roots) timeTest(type, op, root);
+      }
+    }
+  }
+
+  reporter_.footer(failedTests_, busBwCount_ ? busBwSum_ / busBwCount_ : 0.0);
+  return failedTests_ ? 1 : 0;
+}
+
+void Benchmark::printDevices() {
+  RankInfo mine{};
+  mine.rank = rank_;
+  mine.pid = static_cast<int32_t>(getpid());
+  if (gethostname(mine.host, sizeof(mine.host) - 1) != 0) {
+    std::snprintf(mine.host, sizeof(mine.host), "unknown");
+  }
+  // Through Tidal itself: this is also the first collective a run exercises.
+  std::vector<RankInfo> all(nranks_);
+  check(tidalAllGather(&mine, all.data(), sizeof(RankInfo), tidalUint8, comm_, nullptr),
+        "tidalAllGather (rank info)");
+  reporter_.line("# Using devices");
+  for (const RankInfo& info : all) {
+    reporter_.line(deviceLine(info.rank, info.pid, info.host, "host memory"));
+  }
+}
+
+CheckContext Benchmark::context(tidalDataType_t type, tidalRedOp_t op, int root,
+                                const Layout& layout, bool inPlace, uint64_t seed) const {
+  const size_t elemSize = typeSize(type);
+  CheckContext ctx{};
+  ctx.rank = rank_;
+  ctx.nranks = nranks_;
+  ctx.root = root;
+  ctx.inPlace = inPlace;
+  ctx.layout = layout;
+  ctx.pattern =
+      Pattern{type, op, coll_.hasOp() ? patternFor(op) : PatternKind::kWide, nranks_, seed};
+  ctx.elemSize = elemSize;
+  ctx.recvBase = recv_->data();
+  if (inPlace) {
+    ctx.send = recv_->data() + layout.sendInPlaceOffset * rank_ * elemSize;
+    ctx.recv = recv_->data() + layout.recvInPlaceOffset * rank_ * elemSize;
+  } else {
+    ctx.send = send_->data();
+    ctx.recv = recv_->data();
+  }
+  return ctx;
+}
+
+void Benchmark::runOnce(const CheckContext& ctx) const {
+  const tidalDataType_t type = ctx.pattern.type;
+  const tidalResult_t result =
+      coll_.run(ctx.send, ctx.recv, ctx.layout.paramCount, type, ctx.pattern.op, ctx.root, comm_);
+  if (result != tidalSuccess) {
+    check(result, fmt::format("{}(count={}, type={}, op={}, root={}, {})", coll_.name(),
+                              ctx.layout.paramCount, typeName(type), opName(ctx.pattern.op),
+                              ctx.root, ctx.inPlace ? "in-place" : "out-of-place"));
+  }
+}
+
+void Benchmark::timeTest(tidalDataType_t type, tidalRedOp_t op, int root) {
+  const size_t elemSize = typeSize(type);
+  barrier();
+
+  // Warm up connections and caches at both ends of the sweep.
+  for (size_t bytes : {opts_.maxBytes, opts_.minBytes}) {
+    const CheckContext ctx =
+        context(type, op, root, coll_.layout(bytes / elemSize, nranks_), false, 0);
+    for (int i = 0; i < opts_.warmupIters; ++i) runOnce(ctx);
+  }
+
+  for (size_t bytes : sizes_) {
+    const Layout layout = coll_.layout(bytes / elemSize, nranks_);
+    const size_t shownBytes = std::max(layout.sendCount, layout.recvCount) * elemSize;
+    reporter_.rowStart(shownBytes, layout.paramCount, typeName(type),
+                       coll_.hasOp() ? opName(op) : "none", coll_.hasRoot() ? root : -1);
+    benchOne(type, op, root, layout, /*inPlace=*/false);
+    benchOne(type, op, root, layout, /*inPlace=*/true);
+    reporter_.rowEnd();
+  }
+}
+
+void Benchmark::benchOne(tidalDataType_t type, tidalRedOp_t op, int root, const Layout& layout,
+                         bool inPlace) {
+  const size_t elemSize = typeSize(type);
+  // Timed runs read valid data too: NaNs or denormals could change the speed.
+  const CheckContext timed = context(type, op, root, layout, inPlace, 0);
+  if (opts_.check) coll_.prepare(timed);
+  runOnce(timed);
+  barrier();
+
+  Stopwatch watch;
+  for (int iter = 0; iter < opts_.iters; ++iter) {
+    // Tidal has no group calls yet; -m simply issues that many calls per iteration.
+    for (int agg = 0; agg < opts_.aggIters; ++agg) runOnce(timed);
+    if (opts_.blocking) barrier();
+  }
+  const double seconds =
+      combineTimes(watch.seconds() / (static_cast<double>(opts_.iters) * opts_.aggIters));
+
+  const double bytes = static_cast<double>(std::max(layout.sendCount, layout.recvCount) * elemSize);
+  const double algBw = seconds > 0 ? bytes / 1.0e9 / seconds : 0.0;
+  const double busBw = algBw * coll_.busFactor(nranks_);
+
+  std::optional<int64_t> wrong;
+  if (opts_.check) {
+    wrong = 0;
+    for (int pass = 0; pass < opts_.check && *wrong == 0; ++pass) {
+      const CheckContext ctx = context(type, op, root, layout, inPlace, ++validationSeed_);
+      coll_.prepare(ctx);
+      runOnce(ctx);
+      const int64_t mine = coll_.countWrong(ctx);
+      if (mine) {
+        std::fprintf(stderr, "rank %d: %s %s %s bytes=%zu %s: %lld wrong elements\n", rank_,
+                     coll_.name(), typeName(type), coll_.hasOp() ? opName(op) : "",
+                     static_cast<size_t>(bytes), inPlace ? "in-place" : "out-of-place",
+                     static_cast<long long>(mine));
+      }
+      wrong = sumAcrossRanks(mine);
+    }
+    if (*wrong) ++failedTests_;
+  }
+
+  reporter_.rowResult(seconds * 1.0e6, algBw, busBw, wrong);
+  busBwSum_ += busBw;
+  ++busBwCount_;
+}
+
+double Benchmark::combineTimes(double seconds) const {
+  tidalRedOp_t op = tidalSum;
+  switch (static_cast<Average>(opts_.average)) {
+    case Average::kRank0:
+      if (rank_ != 0) seconds = 0;  // a sum then yields rank 0's value everywhere
+      break;
+    case Average::kMean:
+      break;
+    case Average::kMin:
+      op = tidalMin;
+      break;
+    case Average::kMax:
+      op = tidalMax;
+      break;
+  }
+  check(tidalAllReduce(&seconds, &seconds, 1, tidalDouble, op, comm_, nullptr),
+        "tidalAllReduce (timing)");
+  if (static_cast<Average>(opts_.average) == Average::kMean) seconds /= nranks_;
+  return seconds;
+}
+
+int64_t Benchmark::sumAcrossRanks(int64_t value) const {
+  check(tidalAllReduce(&value, &value, 1, tidalInt64, tidalSum, comm_, nullptr),
+        "tidalAllReduce (wrong-element count)");
+  return value;
+}
+
+// True when some launcher (tidalrun, torchrun, mpirun, srun) started us.
+bool launchedByLauncher() {
+  for (const char* name :
+       {"TIDAL_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "PMIX_RANK"}) {
+    if (std::getenv(name)) return true;
+  }
+  return false;
+}
+
+// Like nccl-tests built without MPI, a program started by hand runs as a
+// single rank rather than failing for want of a launcher.
+tidalResult_t initCommunicator(tidalComm_t* comm) {
+  if (launchedByLauncher()) return tidalCommInitFromEnv(comm);
+  tidalUniqueId id;
+  if (const tidalResult_t r = tidalGetUniqueId(&id); r != tidalSuccess) return r;
+  return tidalCommInitRank(comm, 1, id, 0);
+}
+
+}  // namespace
+
+int runPerf(int argc, char** argv, const Collective& collective) {
+  PerfOptions opts;
+  CLI::App app{fmt::format("Tidal {} benchmark: nccl-tests flags and output.", collective.name())};
+  addPerfOptions(app, opts);
+  CLI11_PARSE(app, argc, argv);
+  if (const std::string error = validateOptions(opts); !error.empty()) {
+    std::fprintf(stderr, "%s\n", error.c_str());
+    return 1;
+  }
+  setlinebuf(stdout);
+
+  tidalComm_t comm = nullptr;
+  if (const tidalResult_t r = initCommunicator(&comm); r != tidalSuccess) {
+    std::fprintf(stderr, "communicator init failed: %s: %s\n", tidalGetErrorString(r),
+                 tidalGetLastError(nullptr));
+    return 1;
+  }
+
+  int exitCode = 1;
+  try {
+    Benchmark bench(opts, collective, comm);
+    exitCode = bench.run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    // The peers may be blocked in a collective with us; abort closes our
+    // connections so they fail fast instead of waiting for a timeout.
+    tidalCommAbort(comm);
+    return 1;
+  }
+  if (const tidalResult_t r = tidalCommDestroy(comm); r != tidalSuccess) {
+    std::fprintf(stderr, "tidalCommDestroy failed: %s: %s\n", tidalGetErrorString(r),
+                 tidalGetLastError(nullptr));
+    return 1;
+  }
+  return exitCode;
+}
+
+}  // namespace tidal::perf

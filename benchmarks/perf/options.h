@@ -1,0 +1,72 @@
+// Command-line options of the *_perf benchmarks, with the flags and defaults
+// of NVIDIA's nccl-tests so that scripts written for those run unchanged.
+//
+// The parsing is shared with the compare/ peers (Gloo), which is why this
+// header depends only on the enums of the public C header, not on libtidal.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tidal/tidal.h"
+
+namespace CLI {
+class App;
+}
+
+namespace tidal::perf {
+
+// -d all / -o all / -r -1 select every type, op or root.
+inline constexpr int kAll = -1;
+
+// How per-rank times are combined into the one printed (-a).
+enum class Average { kRank0 = 0, kMean = 1, kMin = 2, kMax = 3 };
+
+struct PerfOptions {
+  size_t minBytes = 32 * 1024 * 1024;
+  size_t maxBytes = 32 * 1024 * 1024;
+  size_t stepBytes = 1024 * 1024;
+  size_t stepFactor = 1;
+  int iters = 20;
+  int warmupIters = 5;
+  int aggIters = 1;
+  int check = 1;  // validation passes per size; 0 disables validation
+  int op = tidalSum;
+  int datatype = tidalFloat;
+  int root = 0;
+  int average = static_cast<int>(Average::kMean);
+  int blocking = 0;
+  int nThreads = 1;
+  int nGpus = 1;
+  int parallelInit = 0;
+  int runCycles = 1;  // 0: run forever
+  int reportCpuTime = 0;
+  int streamNull = 0;
+  int timeout = 0;
+  int cudaGraph = 0;
+};
+
+// Registers every nccl-tests flag on app, writing into opts. Parsing errors and
+// unsupported values (e.g. -t 2) are reported by CLI11 as usual.
+void addPerfOptions(CLI::App& app, PerfOptions& opts);
+
+// Message describing a combination CLI11 cannot check per flag (minBytes >
+// maxBytes, zero step); empty when the options are consistent.
+std::string validateOptions(const PerfOptions& opts);
+
+// The message sizes swept, minBytes .. maxBytes by factor or by increment.
+std::vector<size_t> sweepSizes(const PerfOptions& opts);
+
+// The first header line of nccl-tests ("# nThread 1 nGpus 1 minBytes ...").
+std::string optionsBanner(const PerfOptions& opts);
+
+// Types and ops in nccl-tests order, and their names as nccl-tests prints them.
+const std::vector<tidalDataType_t>& allTypes();
+const std::vector<tidalRedOp_t>& allOps();
+const char* typeName(tidalDataType_t type);
+const char* opName(tidalRedOp_t op);
+size_t typeSize(tidalDataType_t type);
+
+}  // namespace tidal::perf

@@ -1,0 +1,188 @@
+// One element of every (type, op): the definition both kernel families share.
+//
+// The scalar family is these functions in a loop; the AVX2 family uses them
+// for tails and for the cases it does not vectorise (integer division). Since
+// the SIMD code must produce the same bits, this file is also the reference
+// for what each vector instruction sequence has to reproduce:
+//  - integers wrap: arithmetic happens in the unsigned type of the same width;
+//  - float16/bfloat16 widen exactly to float, compute in float, round once;
+//  - max is (a > b ? a : b) and min (a < b ? a : b), which is what vmaxps /
+//    vminps compute for ordered inputs (including which zero wins for +0/-0);
+//    an unordered pair returns a + b, i.e. a quiet NaN;
+//  - division is a true IEEE division by (T)divisor, never a reciprocal
+//    multiply, and truncating for integers.
+//
+// Everything here is a baseline-ISA inline template: the AVX2 translation unit
+// includes it too, and the copies the linker may pick must run on any x86-64.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "core/half.h"
+#include "tidal/tidal.h"
+
+namespace tidal::cpu {
+
+// Storage type in memory and the type arithmetic happens in.
+template <tidalDataType_t kType>
+struct Element;
+
+template <typename T>
+struct SameElement {
+  using Storage = T;
+  using Math = T;
+  static T load(T value) { return value; }
+  static T store(T value) { return value; }
+};
+
+template <>
+struct Element<tidalInt8> : SameElement<int8_t> {};
+template <>
+struct Element<tidalUint8> : SameElement<uint8_t> {};
+template <>
+struct Element<tidalInt32> : SameElement<int32_t> {};
+template <>
+struct Element<tidalUint32> : SameElement<uint32_t> {};
+template <>
+struct Element<tidalInt64> : SameElement<int64_t> {};
+template <>
+struct Element<tidalUint64> : SameElement<uint64_t> {};
+template <>
+struct Element<tidalFloat32> : SameElement<float> {};
+template <>
+struct Element<tidalFloat64> : SameElement<double> {};
+
+template <>
+struct Element<tidalFloat16> {
+  using Storage = uint16_t;
+  using Math = float;
+  static float load(uint16_t bits) { return halfBitsToFloat(bits); }
+  static uint16_t store(float value) { return floatToHalfBits(value); }
+};
+
+template <>
+struct Element<tidalBfloat16> {
+  using Storage = uint16_t;
+  using Math = float;
+  static float load(uint16_t bits) { return bf16BitsToFloat(bits); }
+  static uint16_t store(float value) { return floatToBf16Bits(value); }
+};
+
+// Calls f(std::integral_constant<tidalDataType_t, type>{}); type must be valid.
+template <typename F>
+decltype(auto) visitType(tidalDataType_t type, F&& f) {
+  using T = tidalDataType_t;
+  switch (type) {
+    case tidalInt8:
+      return f(std::integral_constant<T, tidalInt8>{});
+    case tidalUint8:
+      return f(std::integral_constant<T, tidalUint8>{});
+    case tidalInt32:
+      return f(std::integral_constant<T, tidalInt32>{});
+    case tidalUint32:
+      return f(std::integral_constant<T, tidalUint32>{});
+    case tidalInt64:
+      return f(std::integral_constant<T, tidalInt64>{});
+    case tidalUint64:
+      return f(std::integral_constant<T, tidalUint64>{});
+    case tidalFloat16:
+      return f(std::integral_constant<T, tidalFloat16>{});
+    case tidalFloat32:
+      return f(std::integral_constant<T, tidalFloat32>{});
+    case tidalFloat64:
+      return f(std::integral_constant<T, tidalFloat64>{});
+    default:
+      return f(std::integral_constant<T, tidalBfloat16>{});
+  }
+}
+
+// Calls f(std::integral_constant<tidalRedOp_t, op>{}); avg is folded into sum
+// because the division is driven by the divisor alone.
+template <typename F>
+decltype(auto) visitOp(tidalRedOp_t op, F&& f) {
+  using O = tidalRedOp_t;
+  switch (op) {
+    case tidalProd:
+      return f(std::integral_constant<O, tidalProd>{});
+    case tidalMax:
+      return f(std::integral_constant<O, tidalMax>{});
+    case tidalMin:
+      return f(std::integral_constant<O, tidalMin>{});
+    default:
+      return f(std::integral_constant<O, tidalSum>{});
+  }
+}
+
+template <tidalRedOp_t kOp, typename T>
+inline T combine(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (kOp == tidalProd) {
+      return a * b;
+    } else if constexpr (kOp == tidalMax) {
+      if (std::isnan(a) || std::isnan(b)) return a + b;
+      return a > b ? a : b;
+    } else if constexpr (kOp == tidalMin) {
+      if (std::isnan(a) || std::isnan(b)) return a + b;
+      return a < b ? a : b;
+    } else {
+      return a + b;
+    }
+  } else {
+    // At least unsigned int wide, so that uint8 * uint8 cannot promote to a
+    // signed int and overflow.
+    using U = std::common_type_t<std::make_unsigned_t<T>, unsigned>;
+    if constexpr (kOp == tidalProd) {
+      return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    } else if constexpr (kOp == tidalMax) {
+      return a > b ? a : b;
+    } else if constexpr (kOp == tidalMin) {
+      return a < b ? a : b;
+    } else {
+      return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    }
+  }
+}
+
+// x / divisor with divisor != 0. Signed integers truncate toward zero (C++
+// semantics) and dividing the most negative value by -1 wraps instead of
+// trapping; unsigned integers divide by the divisor converted to uint64_t.
+template <typename T>
+inline T divide(T x, int divisor) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return x / static_cast<T>(divisor);
+  } else if constexpr (std::is_signed_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    if (divisor == -1) return static_cast<T>(U{0} - static_cast<U>(x));
+    return static_cast<T>(static_cast<int64_t>(x) / divisor);
+  } else {
+    return static_cast<T>(static_cast<uint64_t>(x) /
+                          static_cast<uint64_t>(static_cast<int64_t>(divisor)));
+  }
+}
+
+// dst[i] = (a[i] op b[i]) [/ divisor] for i in [0, count).
+template <tidalDataType_t kType, tidalRedOp_t kOp, bool kDivide>
+inline void reduceElements(typename Element<kType>::Storage* dst,
+                           const typename Element<kType>::Storage* a,
+                           const typename Element<kType>::Storage* b, size_t count, int divisor) {
+  using E = Element<kType>;
+  for (size_t i = 0; i < count; ++i) {
+    auto value = combine<kOp>(E::load(a[i]), E::load(b[i]));
+    if constexpr (kDivide) value = divide(value, divisor);
+    dst[i] = E::store(value);
+  }
+}
+
+// dst[i] = src[i] / divisor for i in [0, count), divisor != 0.
+template <tidalDataType_t kType>
+inline void divideElements(typename Element<kType>::Storage* dst,
+                           const typename Element<kType>::Storage* src, size_t count, int divisor) {
+  using E = Element<kType>;
+  for (size_t i = 0; i < count; ++i) dst[i] = E::store(divide(E::load(src[i]), divisor));
+}
+
+}  // namespace tidal::cpu

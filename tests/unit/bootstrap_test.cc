@@ -1,0 +1,470 @@
+// Bootstrap rendezvous and ring collectives with ranks as threads on
+// loopback, and the root's behaviour towards strangers and misbehaving ranks.
+#include "bootstrap/bootstrap.h"
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <functional>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/wire.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/params.h"
+
+namespace tidal {
+namespace {
+
+using namespace std::chrono_literals;
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+    params::reload();
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+    params::reload();
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+UniqueId freshJob() {
+  UniqueId id;
+  id.secret = randomSecret();
+  id.root = startRoot(SocketAddress::loopback(AF_INET, 0), id.secret);
+  return id;
+}
+
+struct Outcome {
+  std::optional<Error> error;
+};
+
+// Runs `body` as ranks `ranks` of an `nranks` job, one thread each; returns
+// each rank's error, if any.
+std::vector<Outcome> runRanks(const UniqueId& id, int nranks, const std::vector<int>& ranks,
+                              const std::function<void(Bootstrap&)>& body) {
+  std::vector<Outcome> out(ranks.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        auto b = Bootstrap::create(id, ranks[i], nranks);
+        body(*b);
+      } catch (const Error& e) {
+        out[i].error = e;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+std::vector<int> allRanks(int n) {
+  std::vector<int> r(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) r[static_cast<size_t>(i)] = i;
+  return r;
+}
+
+void expectAllOk(const std::vector<Outcome>& outcomes) {
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    EXPECT_FALSE(outcomes[i].error) << "rank " << i << ": " << outcomes[i].error->what();
+  }
+}
+
+uint8_t pattern(int rank, size_t i) { return static_cast<uint8_t>(rank * 31 + i * 7 + (i >> 9)); }
+
+class BootstrapN : public testing::TestWithParam<int> {};
+
+TEST_P(BootstrapN, AllGatherBroadcastBarrier) {
+  const int n = GetParam();
+  std::atomic<int> entered{0};
+  auto outcomes = runRanks(freshJob(), n, allRanks(n), [&](Bootstrap& b) {
+    EXPECT_EQ(b.nranks(), n);
+    // Small allGather.
+    std::vector<int> all(static_cast<size_t>(n), -1);
+    const int mine = 1000 + b.rank();
+    b.allGather(&mine, all.data(), sizeof mine);
+    for (int r = 0; r < n; ++r) EXPECT_EQ(all[static_cast<size_t>(r)], 1000 + r);
+
+    // Larger than any socket buffer, in place.
+    const size_t big = (1u << 20) + 4099;
+    std::vector<uint8_t> slots(big * static_cast<size_t>(n));
+    uint8_t* own = slots.data() + big * static_cast<size_t>(b.rank());
+    for (size_t i = 0; i < big; ++i) own[i] = pattern(b.rank(), i);
+    b.allGather(own, slots.data(), big);
+    for (int r = 0; r < n; ++r) {
+      const uint8_t* block = slots.data() + big * static_cast<size_t>(r);
+      size_t wrong = 0;
+      for (size_t i = 0; i < big; ++i) wrong += block[i] != pattern(r, i);
+      EXPECT_EQ(wrong, 0u) << "block of rank " << r << " on rank " << b.rank();
+    }
+
+    // Zero bytes is legal and still synchronises.
+    b.allGather(nullptr, nullptr, 0);
+
+    // Broadcast from the first and the last rank, 300 KiB.
+    for (int root : {0, n - 1}) {
+      std::vector<uint8_t> data(300 << 10, 0);
+      if (b.rank() == root) {
+        for (size_t i = 0; i < data.size(); ++i) data[i] = pattern(root + 5, i);
+      }
+      b.broadcast(data.data(), data.size(), root);
+      size_t wrong = 0;
+      for (size_t i = 0; i < data.size(); ++i) wrong += data[i] != pattern(root + 5, i);
+      EXPECT_EQ(wrong, 0u) << "broadcast from " << root << " on rank " << b.rank();
+    }
+
+    // Nobody leaves the barrier before everybody entered it.
+    if (b.rank() == n - 1) std::this_thread::sleep_for(100ms);
+    entered.fetch_add(1);
+    b.barrier();
+    EXPECT_EQ(entered.load(), n) << "rank " << b.rank() << " left the barrier early";
+  });
+  expectAllOk(outcomes);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, BootstrapN, testing::Values(1, 2, 3, 5, 8));
+
+// Several MiB per rank: more than loopback socket buffers absorb (about
+// 4 MiB on Linux and gVisor), so "send everything, then receive" would
+// deadlock here where the duplex ring step does not.
+TEST(Bootstrap, AllGatherLargerThanSocketBuffers) {
+  ScopedEnv timeout("TIDAL_TIMEOUT", "30");
+  constexpr int n = 3;
+  const size_t bytes = (10u << 20) + 333;
+  auto outcomes = runRanks(freshJob(), n, allRanks(n), [&](Bootstrap& b) {
+    std::vector<uint8_t> mine(bytes), all(bytes * n);
+    for (size_t i = 0; i < bytes; ++i) mine[i] = pattern(b.rank(), i);
+    b.allGather(mine.data(), all.data(), bytes);
+    for (int r = 0; r < n; ++r) {
+      size_t wrong = 0;
+      for (size_t i = 0; i < bytes; ++i) wrong += all[r * bytes + i] != pattern(r, i);
+      EXPECT_EQ(wrong, 0u) << "block " << r << " on rank " << b.rank();
+    }
+  });
+  expectAllOk(outcomes);
+}
+
+TEST(Bootstrap, Ipv6Loopback) {
+  UniqueId id;
+  id.secret = randomSecret();
+  try {
+    id.root = startRoot(SocketAddress::loopback(AF_INET6, 0), id.secret);
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no IPv6 loopback here: " << e.what();
+  }
+  EXPECT_EQ(id.root.family(), AF_INET6);
+  expectAllOk(runRanks(id, 3, allRanks(3), [](Bootstrap& b) {
+    for (const auto& peer : b.peers()) EXPECT_TRUE(peer.family() == AF_INET6 && peer.isLoopback());
+    int mine = b.rank() * 10, all[3];
+    b.allGather(&mine, all, sizeof mine);
+    EXPECT_EQ(all[0] + all[1] + all[2], 30);
+  }));
+}
+
+TEST(Bootstrap, RejectsBadArguments) {
+  const UniqueId id{SocketAddress::parse("127.0.0.1:1"), randomSecret()};
+  for (auto [rank, n] : {std::pair{-1, 2}, {2, 2}, {0, 0}}) {
+    try {
+      Bootstrap::create(id, rank, n);
+      FAIL() << "accepted rank " << rank << " of " << n;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), tidalInvalidArgument);
+    }
+  }
+}
+
+// Captures WARN lines of the shared logger for the test's lifetime.
+class LogCapture {
+ public:
+  LogCapture() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1000)) {
+    log::logger().sinks().push_back(sink_);
+  }
+  ~LogCapture() {
+    auto& sinks = log::logger().sinks();
+    std::erase(sinks, sink_);
+  }
+  bool contains(const std::string& a, const std::string& b) const {
+    for (const auto& line : sink_->last_formatted()) {
+      if (line.find(a) != std::string::npos && line.find(b) != std::string::npos) return true;
+    }
+    return false;
+  }
+  std::string all() const {
+    std::string out;
+    for (const auto& line : sink_->last_formatted()) out += line;
+    return out;
+  }
+
+ private:
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+};
+
+// True when the peer closes `s` within `within` (reading and discarding
+// anything it sends first).
+bool closedByPeer(Socket& s, std::chrono::milliseconds within) {
+  const auto deadline = deadlineIn(within);
+  char buf[256];
+  try {
+    for (;;) s.recvAll(buf, 1, deadline, "stranger");
+  } catch (const Error& e) {
+    return e.code() == tidalRemoteError;
+  }
+}
+
+Socket strangerConnect(const SocketAddress& root) {
+  return Socket::connectTo(root, deadlineIn(5s), "stranger");
+}
+
+void sendRaw(Socket& s, const std::vector<uint8_t>& bytes) {
+  s.sendAll(bytes.data(), bytes.size(), deadlineIn(5s), "stranger");
+}
+
+std::vector<uint8_t> helloBytes(const Secret& secret, int rank, int nranks, uint32_t length) {
+  std::vector<uint8_t> out;
+  wire::Writer w(out);
+  const auto header = wire::encodeHeader(wire::MsgType::Hello, length);
+  w.bytes(header.data(), header.size());
+  w.bytes(secret.data(), secret.size());
+  w.u32(static_cast<uint32_t>(rank));
+  w.u32(static_cast<uint32_t>(nranks));
+  w.address(SocketAddress::parse("127.0.0.1:9"));
+  return out;
+}
+
+constexpr uint32_t kHelloLength = 16 + 4 + 4 + 24;
+
+TEST(BootstrapRoot, StrangersDoNotStopTheJob) {
+  ScopedEnv timeout("TIDAL_TIMEOUT", "60");
+  LogCapture logs;
+  const UniqueId id = freshJob();
+
+  Socket wrongSecret = strangerConnect(id.root);
+  sendRaw(wrongSecret, helloBytes(randomSecret(), 0, 3, kHelloLength));
+  Socket garbage = strangerConnect(id.root);
+  sendRaw(garbage, std::vector<uint8_t>(64, 0x5a));
+  Socket oversize = strangerConnect(id.root);
+  sendRaw(oversize, helloBytes(id.secret, 0, 3, 0xfffffff0u));
+  Socket httpProbe = strangerConnect(id.root);
+  const std::string get = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  sendRaw(httpProbe, std::vector<uint8_t>(get.begin(), get.end()));
+  Socket silent = strangerConnect(id.root);
+  Socket halfHeader = strangerConnect(id.root);
+  sendRaw(halfHeader, std::vector<uint8_t>{0x4b, 0x42, 0x44});  // three bytes, then nothing
+
+  const auto start = Clock::now();
+  auto outcomes = runRanks(id, 3, allRanks(3), [](Bootstrap& b) {
+    int mine = b.rank(), all[3] = {-1, -1, -1};
+    b.allGather(&mine, all, sizeof mine);
+    EXPECT_EQ(all[0] + all[1] + all[2], 3);
+  });
+  expectAllOk(outcomes);
+  // The silent strangers hold nothing up: far less than their read limit.
+  EXPECT_LT(Clock::now() - start, 5s);
+
+  for (Socket* s : {&wrongSecret, &garbage, &oversize, &httpProbe}) {
+    EXPECT_TRUE(closedByPeer(*s, 5s));
+  }
+  EXPECT_TRUE(logs.contains(wrongSecret.localAddress().toString(), "wrong secret")) << logs.all();
+  EXPECT_TRUE(logs.contains(garbage.localAddress().toString(), "magic")) << logs.all();
+  EXPECT_TRUE(logs.contains(oversize.localAddress().toString(), "expected 48")) << logs.all();
+  // The root is done: the silent connections are closed too.
+  EXPECT_TRUE(closedByPeer(silent, 5s));
+  EXPECT_TRUE(closedByPeer(halfHeader, 5s));
+}
+
+TEST(BootstrapRoot, RefusesDuplicateOutOfRangeAndDisagreeingRanks) {
+  ScopedEnv timeout("TIDAL_TIMEOUT", "3");
+  const UniqueId id = freshJob();
+  auto expectReject = [](Socket& s, const std::string& reason) {
+    try {
+      wire::recvHeader(s, wire::MsgType::AddressTable, 2 * wire::kAddressBytes, deadlineIn(2s),
+                       "fake rank");
+      ADD_FAILURE() << "no reject for " << reason;
+    } catch (const wire::PeerRejected& e) {
+      EXPECT_EQ(e.code(), tidalInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+    }
+  };
+  // Out of range is refused whatever came before.
+  Socket outOfRange = strangerConnect(id.root);
+  sendRaw(outOfRange, helloBytes(id.secret, 2, 2, kHelloLength));
+  expectReject(outOfRange, "out of range");
+
+  // Two connections claim rank 1: the root keeps exactly one.
+  Socket first = strangerConnect(id.root);
+  sendRaw(first, helloBytes(id.secret, 1, 2, kHelloLength));
+  Socket second = strangerConnect(id.root);
+  sendRaw(second, helloBytes(id.secret, 1, 2, kHelloLength));
+  int rejected = 0;
+  for (Socket* s : {&first, &second}) {
+    try {
+      wire::recvHeader(*s, wire::MsgType::AddressTable, 2 * wire::kAddressBytes, deadlineIn(1000ms),
+                       "fake rank");
+    } catch (const wire::PeerRejected& e) {
+      EXPECT_NE(std::string(e.what()).find("already joined"), std::string::npos) << e.what();
+      ++rejected;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), tidalTimeout) << e.what();  // the one the root kept
+    }
+  }
+  EXPECT_EQ(rejected, 1);
+
+  Socket disagrees = strangerConnect(id.root);
+  sendRaw(disagrees, helloBytes(id.secret, 0, 5, kHelloLength));
+  expectReject(disagrees, "nranks=5");
+}
+
+TEST(Bootstrap, WrongSecretRankFailsWithoutHurtingTheJob) {
+  ScopedEnv timeout("TIDAL_TIMEOUT", "20");
+  const UniqueId id = freshJob();
+  UniqueId impostor = id;
+  impostor.secret[0] ^= 0xff;
+  try {
+    Bootstrap::create(impostor, 0, 2);
+    FAIL() << "an impostor joined";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), tidalRemoteError) << e.what();
+  }
+  expectAllOk(runRanks(id, 2, allRanks(2), [](Bootstrap& b) { b.barrier(); }));
+}
+
+TEST(Bootstrap, MissingRankTimesOut) {
+  ScopedEnv timeout("TIDAL_TIMEOUT", "2");
+  const auto start = Clock::now();
+  auto outcomes = runRanks(freshJob(), 3, {0, 1}, [](Bootstrap&) {});
+  EXPECT_LT(Clock::now() - start, 8s);
+  for (const auto& o : outcomes) {
+    ASSERT_TRUE(o.error);
+    EXPECT_EQ(o.error->code(), tidalTimeout) << o.error->what();
+    EXPECT_NE(std::string(o.error->what()).find("missing rank 2"), std::string::npos)
+        << o.error->what();
+  }
+}
+
+TEST(Bootstrap, AbsentRootTimesOut) {
+  ScopedEnv timeout("TIDAL_TIMEOUT", "1");
+  UniqueId id;
+  id.secret = randomSecret();
+  {
+    Socket l = Socket::listenOn(SocketAddress::loopback(AF_INET, 0));
+    id.root = l.localAddress();
+  }
+  try {
+    Bootstrap::create(id, 0, 2);
+    FAIL() << "joined a job without a root";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), tidalTimeout);
+    EXPECT_NE(std::string(e.what()).find(id.root.toString()), std::string::npos) << e.what();
+  }
+}
+
+TEST(Bootstrap, SilentPeerTimesOutNamingIt) {
+  ScopedEnv timeout("TIDAL_TIMEOUT", "2");
+  const UniqueId id = freshJob();
+  std::unique_ptr<Bootstrap> b0, b1;
+  std::thread t([&] { b1 = Bootstrap::create(id, 1, 2); });
+  b0 = Bootstrap::create(id, 0, 2);
+  t.join();
+  int mine = 0, all[2];
+  const auto start = Clock::now();
+  try {
+    b0->allGather(&mine, all, sizeof mine);
+    FAIL() << "allGather finished without rank 1";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), tidalTimeout);
+    const std::string text = e.what();
+    EXPECT_NE(text.find("rank 0 timed out after 2 s waiting for rank 1 ("), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("in allGather"), std::string::npos) << text;
+  }
+  EXPECT_LT(Clock::now() - start, 5s);
+  // The ring is out of step now; it says so instead of mis-reading bytes.
+  try {
+    b0->barrier();
+    FAIL() << "a broken ring ran a barrier";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), tidalInvalidUsage);
+  }
+}
+
+TEST(Bootstrap, AbortUnblocksAWaiter) {
+  ScopedEnv timeout("TIDAL_TIMEOUT", "60");
+  const UniqueId id = freshJob();
+  std::unique_ptr<Bootstrap> b0, b1;
+  std::thread t([&] { b1 = Bootstrap::create(id, 1, 2); });
+  b0 = Bootstrap::create(id, 0, 2);
+  t.join();
+  std::optional<Error> error;
+  const auto start = Clock::now();
+  std::thread waiter([&] {
+    try {
+      b0->barrier();
+    } catch (const Error& e) {
+      error = e;
+    }
+  });
+  std::this_thread::sleep_for(200ms);
+  b0->abort();
+  waiter.join();
+  EXPECT_LT(Clock::now() - start, 5s);
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->code(), tidalRemoteError);
+  EXPECT_NE(std::string(error->what()).find("aborted"), std::string::npos) << error->what();
+  EXPECT_THROW(b0->allGather(nullptr, nullptr, 0), Error);
+}
+
+TEST(Bootstrap, MismatchedCallsFailFast) {
+  ScopedEnv timeout("TIDAL_TIMEOUT", "30");
+  const auto start = Clock::now();
+  auto outcomes = runRanks(freshJob(), 2, allRanks(2), [](Bootstrap& b) {
+    if (b.rank() == 0) {
+      int mine = 0, all[2];
+      b.allGather(&mine, all, sizeof mine);
+    } else {
+      int64_t mine = 0, all[2];
+      b.allGather(&mine, all, sizeof mine);  // a different size
+    }
+  });
+  EXPECT_LT(Clock::now() - start, 10s);
+  for (const auto& o : outcomes) {
+    ASSERT_TRUE(o.error);
+    EXPECT_EQ(o.error->code(), tidalRemoteError) << o.error->what();
+  }
+  outcomes = runRanks(freshJob(), 2, allRanks(2), [](Bootstrap& b) {
+    if (b.rank() == 0) {
+      b.barrier();
+    } else {
+      int x = 0;
+      b.broadcast(&x, sizeof x, 1);
+      // Stay until rank 0 has read it: closing with rank 0's barrier message
+      // unread would reset the connection under rank 0's feet.
+      std::this_thread::sleep_for(1s);
+    }
+  });
+  ASSERT_TRUE(outcomes[0].error);
+  EXPECT_NE(std::string(outcomes[0].error->what()).find("broadcast"), std::string::npos)
+      << outcomes[0].error->what();
+}
+
+}  // namespace
+}  // namespace tidal

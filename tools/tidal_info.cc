@@ -1,0 +1,95 @@
+// tidal-info: what this Tidal build is and how it is configured.
+//
+//   tidal-info           version, compiled-in features, reduction kernel
+//   tidal-info --params  every TIDAL_* parameter: type, value, where the value
+//                        came from (default / environment / config file), doc
+//
+// Meant for bug reports and for checking what a job will see: run it with the
+// job's environment and it resolves parameters exactly as the library does.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/params.h"
+#include "reduce/reduce.h"
+#include "tidal/tidal.h"
+
+namespace {
+
+const char* yesNo(bool b) { return b ? "yes" : "no"; }
+
+std::string versionText(int code) {
+  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." +
+         std::to_string(code % 100);
+}
+
+int printSummary() {
+  int version = 0;
+  if (tidalGetVersion(&version) != tidalSuccess) {
+    std::fprintf(stderr, "tidal-info: tidalGetVersion failed: %s\n", tidalGetLastError(nullptr));
+    return 1;
+  }
+  std::printf("Tidal %s", versionText(version).c_str());
+  // A library that differs from the headers tidal-info was built with means a
+  // stale libtidal on the loader path: worth pointing out.
+  if (version != TIDAL_VERSION_CODE) {
+    std::printf(" (headers: %s)", versionText(TIDAL_VERSION_CODE).c_str());
+  }
+  std::printf("\n\nBuild features:\n");
+  std::printf("  %-10s %s\n", "ibverbs", yesNo(TIDAL_HAVE_IBVERBS));
+  std::printf("  %-10s %s\n", "ofi", yesNo(TIDAL_HAVE_OFI));
+  std::printf("  %-10s %s\n", "cuda", yesNo(TIDAL_HAVE_CUDA));
+  std::printf("  %-10s %s\n", "pmix", yesNo(TIDAL_HAVE_PMIX));
+  std::printf("\nReduction kernel: %s\n", tidal::reduceKernelName());
+  std::printf("\nRun 'tidal-info --params' for every TIDAL_* parameter.\n");
+  return 0;
+}
+
+// An empty value would leave a hole in the table; show it as "".
+std::string shown(const std::string& value) { return value.empty() ? "\"\"" : value; }
+
+int printParams() {
+  const auto entries = tidal::params::snapshot();
+  // Column widths from the content, so the table stays aligned however long
+  // a value or a config file path gets.
+  size_t nameW = 4, kindW = 4, valueW = 5, sourceW = 6;
+  for (const auto& e : entries) {
+    nameW = std::max(nameW, std::strlen(e.def->name));
+    kindW = std::max(kindW, std::strlen(tidal::params::kindName(e.def->kind)));
+    valueW = std::max(valueW, shown(e.value).size());
+    sourceW = std::max(sourceW, e.source.size());
+  }
+  auto row = [&](const char* name, const char* kind, const std::string& value,
+                 const std::string& source, const char* doc) {
+    std::printf("%-*s  %-*s  %-*s  %-*s  %s\n", static_cast<int>(nameW), name,
+                static_cast<int>(kindW), kind, static_cast<int>(valueW), value.c_str(),
+                static_cast<int>(sourceW), source.c_str(), doc);
+  };
+  row("NAME", "TYPE", "VALUE", "SOURCE", "DESCRIPTION");
+  for (const auto& e : entries) {
+    row(e.def->name, tidal::params::kindName(e.def->kind), shown(e.value), e.source, e.def->doc);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Prints the Tidal version, build features and parameters.", "tidal-info"};
+  bool params = false;
+  app.add_flag("--params", params,
+               "List every TIDAL_* parameter with its type, value, source and description");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "tidal-info: error: %s\n\n%s", e.what(), app.help().c_str());
+    return 2;
+  }
+  return params ? printParams() : printSummary();
+}
