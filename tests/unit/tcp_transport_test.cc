@@ -96,6 +96,44 @@ TEST(TcpTransport, StrangerWithWrongSecretIsRefusedAndRealPeerAccepted) {
       Error);
 }
 
+// A peer whose hello is still arriving when another peer's accept completes
+// must not be dropped (it used to be, stranding that peer until its timeout).
+TEST(TcpTransport, HalfSentHelloSurvivesAnotherPeersAccept) {
+  setenv("TIDAL_NSOCKS", "1", 1);
+  params::reload();
+  auto t0 = createTransport("tcp", {0, 3, secretOf(9)});
+  auto t1 = createTransport("tcp", {1, 3, secretOf(9)});
+  const ConnectHandle h1 = t1->listen();
+  unsetenv("TIDAL_NSOCKS");
+  params::reload();
+  // Rank 2's hello, by hand (the 36-byte wire format of tcp_transport.cc).
+  struct {
+    uint32_t magic = 0x5444444cu;
+    uint16_t version = 1, index = 0, nsocks = 1, reserved = 0;
+    int32_t from = 2, to = 1;
+    uint8_t secret[16];
+  } hello;
+  std::memset(hello.secret, 9, sizeof hello.secret);
+  static_assert(sizeof hello == 36);
+  SocketAddress addr;
+  std::memcpy(&addr.length, h1.data(), sizeof addr.length);
+  std::memcpy(&addr.storage, h1.data() + sizeof addr.length, addr.length);
+  const Deadline d = deadlineIn(std::chrono::milliseconds(10000));
+  Socket raw = Socket::connectTo(addr, d, "test");
+  raw.sendAll(&hello, 10, d, "first half");
+  auto good = t0->connectSend(1, h1, d);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the half hello be accepted
+  auto recv0 = t1->acceptRecv(0, d);
+  raw.sendAll(reinterpret_cast<const char*>(&hello) + 10, sizeof hello - 10, d, "second half");
+  auto recv2 = t1->acceptRecv(2, deadlineIn(std::chrono::milliseconds(3000)));
+  uint32_t x = 77, y = 0;
+  raw.sendAll(&x, sizeof x, d, "payload");
+  recv2->post(&y, sizeof y);
+  const auto until = Clock::now() + std::chrono::seconds(5);
+  while (recv2->completed() < 1 && Clock::now() < until) recv2->progress();
+  EXPECT_EQ(y, 77u);
+}
+
 TEST(TcpTransport, DeadPeerIsARemoteError) {
   Pair p(2);
   std::vector<char> buf(1 << 20);

@@ -68,6 +68,8 @@ struct TcpTransport::Pending {
   Clock::time_point since = Clock::now();
 };
 
+TcpTransport::~TcpTransport() = default;
+
 TcpTransport::TcpTransport(const TransportContext& ctx) : ctx_(ctx) {
   const int64_t n = params::getInt("TIDAL_NSOCKS");
   if (n < 1 || n > kMaxSockets) {
@@ -160,7 +162,7 @@ bool TcpTransport::servicePending(Pending& p) {
 }
 
 void TcpTransport::acceptUntilComplete(int peer, Deadline deadline) {
-  std::list<Pending> pending;
+  auto& pending = pending_;
   auto complete = [&] {
     for (int i = 0; i < nsocks_; ++i) {
       if (!arrived_.count({peer, i})) return false;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <list>
 #include <map>
 #include <utility>
 #include <vector>
@@ -18,6 +19,7 @@ namespace tidal {
 class TcpTransport final : public Transport {
  public:
   explicit TcpTransport(const TransportContext& ctx);
+  ~TcpTransport() override;
 
   const char* name() const override { return "tcp"; }
   bool supports(MemoryKind kind) const override { return kind == MemoryKind::Host; }
@@ -47,6 +49,10 @@ class TcpTransport final : public Transport {
   SocketAddress listenAddress_;
   // Vetted sockets that arrived before anyone asked for them: (peer, index).
   std::map<std::pair<int, int>, Socket> arrived_;
+  // Accepted sockets whose hello is still incomplete. They outlive one
+  // acceptRecv call: a peer's hello may straddle the moment another peer's
+  // connection completes, and dropping it then would strand that peer.
+  std::list<Pending> pending_;
   std::atomic<bool> aborted_{false};
 };
 
