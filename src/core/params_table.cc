@@ -30,7 +30,7 @@ const std::vector<Definition>& definitions() {
        "Interfaces to use: prefix list, ^ excludes, = exact. Default: first up, not lo/docker."},
       {"TIDAL_SOCKET_FAMILY", Kind::String, "",
        "AF_INET or AF_INET6 to restrict interface addresses to one family."},
-      {"TIDAL_NSOCKS", Kind::Int, "2",
+      {"TIDAL_NSOCKS", Kind::Int, "1",
        "TCP sockets per peer connection; large chunks are striped."},
       {"TIDAL_NET", Kind::String, "", "Force one transport for every peer (tcp)."},
       // Engine and algorithms.
