@@ -16,36 +16,14 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "scoped_env.h"
 
 namespace tidal {
 namespace {
 
 using namespace std::chrono_literals;
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-    params::reload();
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-    params::reload();
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using test::ScopedEnv;
 
 UniqueId freshJob() {
   UniqueId id;
