@@ -17,6 +17,7 @@
 #include "core/params.h"
 #include "reduce/reduce.h"
 #include "tidal/tidal.h"
+#include "transports/transport.h"
 
 namespace {
 
@@ -39,7 +40,12 @@ int printSummary() {
   if (version != TIDAL_VERSION_CODE) {
     std::printf(" (headers: %s)", versionText(TIDAL_VERSION_CODE).c_str());
   }
-  std::printf("\n\nBuild features:\n");
+  // What CMake found at configure time; a dependency found is not yet a
+  // transport built on it: the transports list says what runs today.
+  std::printf("\n\nTransports:");
+  for (const auto& name : tidal::availableTransports()) std::printf(" %s", name.c_str());
+  std::printf("\n");
+  std::printf("\nDependencies found at configure time:\n");
   std::printf("  %-10s %s\n", "ibverbs", yesNo(TIDAL_HAVE_IBVERBS));
   std::printf("  %-10s %s\n", "ofi", yesNo(TIDAL_HAVE_OFI));
   std::printf("  %-10s %s\n", "cuda", yesNo(TIDAL_HAVE_CUDA));

@@ -5,6 +5,8 @@
 
 namespace tidal {
 
+std::vector<std::string> availableTransports() { return {"tcp"}; }
+
 std::unique_ptr<Transport> createTransport(const std::string& name, const TransportContext& ctx) {
   if (name == "tcp") return std::make_unique<TcpTransport>(ctx);
   fail(tidalInvalidArgument, "rank {}: unknown transport '{}' (TIDAL_NET); available: tcp",

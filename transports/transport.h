@@ -92,5 +92,7 @@ class Transport {
 // Creates a transport by name ("tcp"); throws InvalidArgument listing the
 // available names for an unknown one.
 std::unique_ptr<Transport> createTransport(const std::string& name, const TransportContext& ctx);
+// Names createTransport accepts, for tidal-info and error messages.
+std::vector<std::string> availableTransports();
 
 }  // namespace tidal

@@ -160,6 +160,9 @@ void sendMessage(Socket& s, MsgType type, const void* payload, size_t bytes, Dea
 
 void sendReject(Socket& s, tidalResult_t code, const std::string& text) {
   std::vector<uint8_t> payload;
+  // Reserving up front also keeps GCC 12's -O3 -Wstringop-overflow from a
+  // false positive on the inlined push_back into an empty vector.
+  payload.reserve(kMaxRejectBytes);
   Writer w(payload);
   w.u32(static_cast<uint32_t>(code));
   w.bytes(text.data(), std::min(text.size(), kMaxRejectBytes - 4));
