@@ -11,7 +11,7 @@ PACKAGES=(
   build-essential cmake pkg-config git
   libspdlog-dev libfmt-dev libcli11-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
-  openmpi-bin libopenmpi-dev libpmix-dev
+  openmpi-bin libopenmpi-dev libpmix-dev openssh-client
   libgloo-dev
   iproute2 procps clang-format
 )

@@ -49,6 +49,10 @@ std::unique_ptr<Communicator> Communicator::create(const UniqueId& id, int rank,
 Communicator::~Communicator() = default;
 
 void Communicator::connect(const UniqueId& id) {
+  if (rank_ == 0 && log::versionRequested()) {
+    // Printed through the logger at WARN so that TIDAL_DEBUG=VERSION shows it alone.
+    log::logger().warn("Tidal version {}.{}.{}", TIDAL_MAJOR, TIDAL_MINOR, TIDAL_PATCH);
+  }
   engine_ = std::make_unique<Engine>(rank_, engineOptionsFromParams(rank_));
   const int64_t rd = params::getInt("TIDAL_ALLREDUCE_RD_BYTES");
   if (rd < 0)

@@ -18,6 +18,7 @@ namespace {
 
 struct State {
   std::shared_ptr<spdlog::logger> logger;
+  bool version = false;
   spdlog::level::level_enum level = spdlog::level::warn;
   unsigned subsysMask = ~0u;
 };
@@ -76,6 +77,8 @@ State& state() {
       // Logging must come up even with a broken config; defaults then.
     }
     st.level = parseLevel(levelText);
+    const std::string lt = upper(levelText);
+    st.version = lt == "VERSION" || lt == "INFO" || lt == "TRACE";
     st.subsysMask = parseSubsys(subsys.empty() ? "ALL" : subsys);
     spdlog::sink_ptr sink;
     if (!file.empty()) {
@@ -106,6 +109,8 @@ bool enabled(spdlog::level::level_enum level, Subsys subsys) {
   return level >= s.level && s.level != spdlog::level::off &&
          (s.subsysMask & static_cast<unsigned>(subsys)) != 0;
 }
+
+bool versionRequested() { return state().version; }
 
 const char* subsysName(Subsys subsys) {
   switch (subsys) {

@@ -12,6 +12,8 @@ enum class Subsys : unsigned { Init = 1, Boot = 2, Net = 4, Coll = 8, Env = 16 }
 spdlog::logger& logger();
 bool enabled(spdlog::level::level_enum level, Subsys subsys);
 const char* subsysName(Subsys subsys);
+// True when TIDAL_DEBUG asks for the version banner (VERSION, INFO or TRACE).
+bool versionRequested();
 
 }  // namespace tidal::log
 

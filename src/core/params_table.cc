@@ -32,7 +32,12 @@ const std::vector<Definition>& definitions() {
        "AF_INET or AF_INET6 to restrict interface addresses to one family."},
       {"TIDAL_NSOCKS", Kind::Int, "1",
        "TCP sockets per peer connection; large chunks are striped."},
-      {"TIDAL_NET", Kind::String, "", "Force one transport for every peer (tcp)."},
+      {"TIDAL_NET", Kind::String, "", "Force one transport for every peer (tcp, shm)."},
+      // Shared-memory transport.
+      {"TIDAL_SHM_SLOTS", Kind::Int, "8",
+       "Slots in each shm connection's ring (the sender's value is used)."},
+      {"TIDAL_SHM_SLOT_BYTES", Kind::Int, "262144",
+       "Bytes per shm ring slot: the step in which a sender publishes data to its receiver."},
       // Engine and algorithms.
       {"TIDAL_CHUNK_SIZE", Kind::Int, "524288",
        "Pipeline chunk in bytes: ring steps are cut into chunks so send, recv, reduce overlap."},

@@ -71,9 +71,9 @@ bool sendWithFds(int socket, const void* data, size_t bytes, const std::vector<i
 // The result of one non-blocking receive of a message with descriptors.
 struct Received {
   enum class Status { Message, WouldBlock, Closed } status = Status::WouldBlock;
-  size_t bytes = 0;             // message length (may exceed the buffer: truncated)
-  bool truncated = false;       // message or descriptors did not fit
-  std::vector<UniqueFd> fds;    // owned: closed if the caller drops them
+  size_t bytes = 0;           // message length (may exceed the buffer: truncated)
+  bool truncated = false;     // message or descriptors did not fit
+  std::vector<UniqueFd> fds;  // owned: closed if the caller drops them
 };
 Received receiveWithFds(int socket, void* data, size_t bytes, size_t maxFds);
 

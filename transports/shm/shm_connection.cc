@@ -1,0 +1,201 @@
+#include "transports/shm/shm_connection.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace tidal::shm {
+
+namespace {
+// How often a connection that waits checks whether its peer is still there.
+// The check is one recv(MSG_PEEK) system call; after a sleep it runs at once.
+constexpr auto kPeerCheckInterval = std::chrono::milliseconds(1);
+}  // namespace
+
+ShmConnection::ShmConnection(int selfRank, int peer, Direction direction, Parts parts,
+                             std::string description)
+    : selfRank_(selfRank),
+      peer_(peer),
+      direction_(direction),
+      parts_(std::move(parts)),
+      control_(reinterpret_cast<RingControl*>(parts_.segment.data())),
+      ring_(parts_.segment.data() + kControlBytes),
+      capacity_(control_->slots * control_->slotBytes),
+      step_(control_->slotBytes),
+      description_(std::move(description)) {
+  // A connection starts on a fresh segment; the counters start where the
+  // segment says (zero), whichever side we are.
+  mine_ = direction_ == Direction::Send ? control_->head.load() : control_->tail.load();
+  theirs_ = direction_ == Direction::Send ? control_->tail.load() : control_->head.load();
+}
+
+void ShmConnection::post(void* data, size_t bytes) {
+  ++posted_;
+  queue_.push_back({static_cast<char*>(data), bytes});
+  popFinished();  // zero-byte transfers complete at once, but only in order
+}
+
+void ShmConnection::popFinished() {
+  while (!queue_.empty() && queue_.front().left == 0) {
+    queue_.pop_front();
+    ++completed_;
+  }
+}
+
+size_t ShmConnection::moveSend() {
+  size_t moved = 0;
+  while (!queue_.empty()) {
+    Piece& p = queue_.front();
+    uint64_t space = capacity_ - (mine_ - theirs_);
+    if (space == 0) {
+      theirs_ = control_->tail.load(std::memory_order_acquire);
+      space = capacity_ - (mine_ - theirs_);
+      if (space == 0) break;
+    }
+    const uint64_t offset = mine_ % capacity_;
+    const size_t n = std::min({static_cast<uint64_t>(p.left), space, capacity_ - offset, step_});
+    std::memcpy(ring_ + offset, p.data, n);
+    mine_ += n;
+    control_->head.store(mine_, std::memory_order_release);
+    p.data += n;
+    p.left -= n;
+    moved += n;
+    popFinished();
+  }
+  return moved;
+}
+
+size_t ShmConnection::moveRecv() {
+  size_t moved = 0;
+  while (!queue_.empty()) {
+    Piece& p = queue_.front();
+    uint64_t filled = theirs_ - mine_;
+    if (filled == 0) {
+      theirs_ = control_->head.load(std::memory_order_acquire);
+      filled = theirs_ - mine_;
+      if (filled == 0) break;
+    }
+    const uint64_t offset = mine_ % capacity_;
+    const size_t n = std::min({static_cast<uint64_t>(p.left), filled, capacity_ - offset, step_});
+    std::memcpy(p.data, ring_ + offset, n);
+    mine_ += n;
+    control_->tail.store(mine_, std::memory_order_release);
+    p.data += n;
+    p.left -= n;
+    moved += n;
+    popFinished();
+  }
+  return moved;
+}
+
+void ShmConnection::wakePeer() {
+  // Pairs with the fence in addPollFds: our counter store above is ordered
+  // before this load of the peer's flag.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  auto& flag =
+      direction_ == Direction::Send ? control_->receiverSleeping : control_->senderSleeping;
+  if (flag.load(std::memory_order_relaxed) != 0 && flag.exchange(0) != 0) {
+    signalEventFd(direction_ == Direction::Send ? parts_.dataReady.get() : parts_.spaceReady.get());
+  }
+}
+
+bool ShmConnection::canAdvance() const {
+  if (queue_.empty()) return false;
+  if (direction_ == Direction::Send) {
+    return mine_ - control_->tail.load(std::memory_order_acquire) < capacity_;
+  }
+  return control_->head.load(std::memory_order_acquire) != mine_;
+}
+
+bool ShmConnection::progress() {
+  if (aborted_.load(std::memory_order_relaxed)) {
+    fail(tidalRemoteError, "rank {}: shm connection {} rank {} was aborted", selfRank_,
+         direction_ == Direction::Send ? "to" : "from", peer_);
+  }
+  const bool wasAsleep = asleep_;
+  if (wasAsleep) {
+    asleep_ = false;
+    auto& flag =
+        direction_ == Direction::Send ? control_->senderSleeping : control_->receiverSleeping;
+    flag.store(0, std::memory_order_relaxed);
+    drainEventFd(direction_ == Direction::Send ? parts_.spaceReady.get() : parts_.dataReady.get());
+  }
+  const size_t moved = move();
+  if (moved > 0) {
+    bytesMoved_ += moved;
+    wakePeer();
+    return true;
+  }
+  if (!queue_.empty()) {
+    const auto now = Clock::now();
+    if (wasAsleep || now - lastPeerCheck_ >= kPeerCheckInterval) {
+      lastPeerCheck_ = now;
+      checkPeer();
+    }
+  }
+  return false;
+}
+
+void ShmConnection::checkPeer() {
+  char byte;
+  ssize_t n;
+  do {
+    n = ::recv(parts_.socket.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))) return;
+  const std::string why = n == 0 ? "the peer closed its end" : errnoText(errno);
+  // The peer may have published its last bytes just before it exited; they
+  // are still in our mapping. Only an empty (or full) ring means loss.
+  const size_t moved = move();
+  if (moved > 0) {
+    bytesMoved_ += moved;
+    return;
+  }
+  if (aborted_.load()) {
+    fail(tidalRemoteError, "rank {}: shm connection {} rank {} was aborted", selfRank_,
+         direction_ == Direction::Send ? "to" : "from", peer_);
+  }
+  lost(why);
+}
+
+void ShmConnection::lost(const std::string& why) const {
+  fail(tidalRemoteError,
+       "rank {}: shm connection {} rank {} lost ({}): {} after {} bytes with {} of {} transfers "
+       "unfinished; the peer process exited, was killed or aborted",
+       selfRank_, direction_ == Direction::Send ? "to" : "from", peer_, description_, why,
+       bytesMoved_, posted_ - completed_, posted_);
+}
+
+void ShmConnection::addPollFds(std::vector<pollfd>& fds) const {
+  if (queue_.empty()) return;
+  const bool send = direction_ == Direction::Send;
+  const int wakeFd = send ? parts_.spaceReady.get() : parts_.dataReady.get();
+  if (!asleep_) {
+    auto& flag = send ? control_->senderSleeping : control_->receiverSleeping;
+    flag.store(1, std::memory_order_relaxed);
+    asleep_ = true;
+    // Pairs with the fence in wakePeer: either the peer sees our flag, or we
+    // see its counter here and refuse to sleep.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (canAdvance()) signalEventFd(wakeFd);
+  }
+  fds.push_back({wakeFd, POLLIN, 0});
+  // The peer never writes to this socket: it turns readable (EOF) or hangs up
+  // only when the peer is gone.
+  fds.push_back({parts_.socket.get(), POLLIN, 0});
+}
+
+void ShmConnection::abort() {
+  aborted_ = true;
+  // Wakes a poll() on this connection in our process (both eventfds: we may
+  // be asleep on either) and, through the socket, tells the peer.
+  signalEventFd(parts_.dataReady.get());
+  signalEventFd(parts_.spaceReady.get());
+  ::shutdown(parts_.socket.get(), SHUT_RDWR);
+}
+
+}  // namespace tidal::shm

@@ -1,0 +1,95 @@
+// One direction of a same-host connection: a shared byte ring (shm_ring.h)
+// in a memfd segment, two eventfds for sleeping, and the unix socket the
+// connection was set up over, kept open only so that the peer's death shows
+// up as end-of-file on it.
+//
+// Data path: post() queues (pointer, bytes); progress() copies between the
+// queued buffers and the ring in steps of at most one slot, publishing the
+// counter after each step. Nothing on the data path makes a system call
+// unless the other side said it is asleep.
+//
+// Wakeups: a side that cannot proceed (sender: ring full; receiver: ring
+// empty) sets its sleeping flag in addPollFds(), re-reads the ring, and
+// sleeps on its eventfd. The other side publishes, issues a seq_cst fence and
+// reads the flag; if it is set it clears it and writes the eventfd. The
+// fences on both sides order "flag store, counter load" against "counter
+// store, flag load", so at least one side sees the other: no lost wakeup.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <string>
+
+#include "transports/shm/fd_passing.h"
+#include "transports/shm/shm_ring.h"
+#include "transports/transport.h"
+
+namespace tidal::shm {
+
+class ShmConnection final : public Connection {
+ public:
+  enum class Direction { Send, Recv };
+
+  struct Parts {
+    UniqueFd socket;      // the set-up connection, watched for the peer's death
+    Mapping segment;      // control page + ring
+    UniqueFd dataReady;   // the receiver sleeps on it
+    UniqueFd spaceReady;  // the sender sleeps on it
+  };
+
+  ShmConnection(int selfRank, int peer, Direction direction, Parts parts, std::string description);
+
+  int peer() const override { return peer_; }
+  void post(void* data, size_t bytes) override;
+  bool progress() override;
+  uint64_t completed() const override { return completed_; }
+  uint64_t posted() const override { return posted_; }
+  void addPollFds(std::vector<pollfd>& fds) const override;
+  void abort() override;
+  std::string describe() const override { return description_; }
+
+ private:
+  struct Piece {
+    char* data;
+    size_t left;
+  };
+
+  // Copies what fits; returns bytes moved.
+  size_t moveSend();
+  size_t moveRecv();
+  size_t move() { return direction_ == Direction::Send ? moveSend() : moveRecv(); }
+  void popFinished();
+  // Wakes the other side if it said it sleeps.
+  void wakePeer();
+  // True when the ring lets the queued work advance right now.
+  bool canAdvance() const;
+  // Throws RemoteError if the set-up socket shows the peer is gone.
+  void checkPeer();
+  [[noreturn]] void lost(const std::string& why) const;
+
+  int selfRank_;
+  int peer_;
+  Direction direction_;
+  Parts parts_;
+  RingControl* control_;
+  char* ring_;
+  uint64_t capacity_;
+  uint64_t step_;
+  std::string description_;
+
+  std::deque<Piece> queue_;
+  uint64_t posted_ = 0;
+  uint64_t completed_ = 0;
+  uint64_t bytesMoved_ = 0;
+  // Our own counter (head for the sender, tail for the receiver) and the
+  // last value seen of the other side's, re-read only when ours says stop.
+  uint64_t mine_ = 0;
+  uint64_t theirs_ = 0;
+  // Set by addPollFds when it raised our sleeping flag.
+  mutable bool asleep_ = false;
+  Clock::time_point lastPeerCheck_{};
+  std::atomic<bool> aborted_{false};
+};
+
+}  // namespace tidal::shm
