@@ -1,9 +1,11 @@
 #include "comm/communicator.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <thread>
 
+#include "comm/host_identity.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -59,58 +61,105 @@ void Communicator::connect(const UniqueId& id) {
     fail(tidalInvalidArgument, "rank {}: TIDAL_ALLREDUCE_RD_BYTES={} is negative", rank_, rd);
   rdMaxBytes_ = static_cast<size_t>(rd);
   bootstrap_ = Bootstrap::create(id, rank_, nranks_);
-  std::string net = params::getString("TIDAL_NET");
-  if (net.empty()) net = "tcp";
-  transport_ = createTransport(net, {rank_, nranks_, bootstrap_->secret()});
-  if (nranks_ > 1) {
-    // Fixed-size slots keep the bootstrap exchange simple and bounded.
-    ConnectHandle mine = transport_->listen();
-    if (mine.size() + 2 > kMaxConnectHandleBytes) {
-      fail(tidalInternalError, "rank {}: {} handle of {} bytes is too large", rank_,
-           transport_->name(), mine.size());
-    }
-    std::vector<uint8_t> all(kMaxConnectHandleBytes * static_cast<size_t>(nranks_));
-    std::vector<uint8_t> slot(kMaxConnectHandleBytes);
-    slot[0] = static_cast<uint8_t>(mine.size() & 0xff);
-    slot[1] = static_cast<uint8_t>(mine.size() >> 8);
-    std::memcpy(slot.data() + 2, mine.data(), mine.size());
-    bootstrap_->allGather(slot.data(), all.data(), kMaxConnectHandleBytes);
-    auto handleOf = [&](int peer) {
-      const uint8_t* p = all.data() + static_cast<size_t>(peer) * kMaxConnectHandleBytes;
-      const size_t len = p[0] | (static_cast<size_t>(p[1]) << 8);
-      if (len + 2 > kMaxConnectHandleBytes) {
-        fail(tidalRemoteError, "rank {}: rank {} sent a malformed connect handle", rank_, peer);
-      }
-      return ConnectHandle(p + 2, p + 2 + len);
-    };
-    // Ring and chains talk to the neighbours; recursive doubling to the
-    // partners at distance 1, 2, 4, ... Connect sends to all of them first
-    // (a connect completes in the peer's listen backlog), then accept.
-    const int right = (rank_ + 1) % nranks_, left = (rank_ + nranks_ - 1) % nranks_;
-    std::set<int> sendPeers{right}, recvPeers{left};
-    for (int p : coll::recursiveDoublingPeers(rank_, nranks_)) {
-      sendPeers.insert(p);
-      recvPeers.insert(p);
-    }
-    const Deadline deadline = deadlineFromNow();
-    for (int peer : sendPeers) {
-      auto& c = sendTo_[peer];
-      c = transport_->connectSend(peer, handleOf(peer), deadline);
-      engine_->addSendConnection(peer, c.get());
-      TIDAL_INFO(Init, "rank {} -> {}: {} {}", rank_, peer, transport_->name(), c->describe());
-    }
-    for (int peer : recvPeers) {
-      auto& c = recvFrom_[peer];
-      c = transport_->acceptRecv(peer, deadline);
-      engine_->addRecvConnection(peer, c.get());
-      TIDAL_INFO(Init, "rank {} <- {}: {} {}", rank_, peer, transport_->name(), c->describe());
-    }
-  }
+  if (nranks_ > 1) connectPeers();
   barrierBuffer_.assign(static_cast<size_t>(nranks_), 0);
   TIDAL_INFO(Init,
              "rank {}/{}: communicator ready (chunk {} B, {} staging slots, reduce kernel {})",
              rank_, nranks_, engine_->options().chunkBytes, engine_->options().stagingSlots,
              reduceKernelName());
+}
+
+// What every rank tells every other at init: where it is and how to reach it
+// over each transport it listens on. Fixed-size slots keep the exchange one
+// bounded allGather.
+struct Communicator::PeerRecord {
+  char hostId[kMaxHostIdBytes];
+  uint32_t transportCount;
+  struct Slot {
+    uint16_t length;
+    uint8_t bytes[kMaxConnectHandleBytes];
+  } handles[kMaxTransports];
+};
+
+std::string Communicator::chooseTransport(int peer, const std::vector<PeerRecord>& records) const {
+  if (!forcedNet_.empty()) return forcedNet_;
+  const bool sameHost =
+      std::strncmp(records[static_cast<size_t>(rank_)].hostId,
+                   records[static_cast<size_t>(peer)].hostId, kMaxHostIdBytes) == 0;
+  if (sameHost && !shmDisabled_ && transports_.count("shm")) return "shm";
+  return "tcp";
+}
+
+void Communicator::connectPeers() {
+  forcedNet_ = params::getString("TIDAL_NET");
+  shmDisabled_ = params::getBool("TIDAL_SHM_DISABLE");
+  const std::vector<std::string> names =
+      forcedNet_.empty() ? availableTransports() : std::vector<std::string>{forcedNet_};
+  if (names.size() > kMaxTransports) {
+    fail(tidalInternalError, "rank {}: {} transports exceed the {} bootstrap slots", rank_,
+         names.size(), kMaxTransports);
+  }
+  PeerRecord mine{};
+  const std::string host = localHostIdentity();
+  std::memcpy(mine.hostId, host.data(), host.size());
+  mine.transportCount = static_cast<uint32_t>(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto t = createTransport(names[i], {rank_, nranks_, bootstrap_->secret()});
+    const ConnectHandle h = t->listen();
+    if (h.size() > kMaxConnectHandleBytes) {
+      fail(tidalInternalError, "rank {}: {} handle of {} bytes is too large", rank_, names[i],
+           h.size());
+    }
+    mine.handles[i].length = static_cast<uint16_t>(h.size());
+    std::memcpy(mine.handles[i].bytes, h.data(), h.size());
+    transportOrder_.push_back(names[i]);
+    transports_[names[i]] = std::move(t);
+  }
+  std::vector<PeerRecord> records(static_cast<size_t>(nranks_));
+  bootstrap_->allGather(&mine, records.data(), sizeof(PeerRecord));
+  for (int r = 0; r < nranks_; ++r) {
+    const PeerRecord& rec = records[static_cast<size_t>(r)];
+    if (rec.transportCount != mine.transportCount) {
+      fail(tidalInvalidUsage,
+           "rank {}: rank {} offers {} transports and this rank {}: set TIDAL_NET the same on "
+           "every rank",
+           rank_, r, rec.transportCount, mine.transportCount);
+    }
+  }
+  auto handleOf = [&](int peer, const std::string& name) {
+    const size_t index = static_cast<size_t>(
+        std::find(transportOrder_.begin(), transportOrder_.end(), name) - transportOrder_.begin());
+    const auto& slot = records[static_cast<size_t>(peer)].handles[index];
+    if (slot.length > kMaxConnectHandleBytes) {
+      fail(tidalRemoteError, "rank {}: rank {} sent a malformed {} handle", rank_, peer, name);
+    }
+    return ConnectHandle(slot.bytes, slot.bytes + slot.length);
+  };
+
+  // Ring and chains talk to the neighbours; recursive doubling to the
+  // partners at distance 1, 2, 4, ... Connect sends to all of them first
+  // (a connect completes in the peer's listen backlog), then accept.
+  const int right = (rank_ + 1) % nranks_, left = (rank_ + nranks_ - 1) % nranks_;
+  std::set<int> sendPeers{right}, recvPeers{left};
+  for (int p : coll::recursiveDoublingPeers(rank_, nranks_)) {
+    sendPeers.insert(p);
+    recvPeers.insert(p);
+  }
+  const Deadline deadline = deadlineFromNow();
+  for (int peer : sendPeers) {
+    const std::string name = chooseTransport(peer, records);
+    auto& c = sendTo_[peer];
+    c = transports_.at(name)->connectSend(peer, handleOf(peer, name), deadline);
+    engine_->addSendConnection(peer, c.get());
+    TIDAL_INFO(Init, "rank {} -> {}: {}", rank_, peer, c->describe());
+  }
+  for (int peer : recvPeers) {
+    const std::string name = chooseTransport(peer, records);
+    auto& c = recvFrom_[peer];
+    c = transports_.at(name)->acceptRecv(peer, deadline);
+    engine_->addRecvConnection(peer, c.get());
+    TIDAL_INFO(Init, "rank {} <- {}: {}", rank_, peer, c->describe());
+  }
 }
 
 bool Communicator::useRecursiveDoubling(size_t bytes) const {
@@ -204,7 +253,7 @@ void Communicator::barrier() {
 void Communicator::abort() {
   engine_->abort();
   if (bootstrap_) bootstrap_->abort();
-  if (transport_) transport_->abort();
+  for (auto& [name, t] : transports_) t->abort();
   breakWith(Error(tidalRemoteError, fmt::format("rank {}: communicator aborted", rank_)));
 }
 

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/schedule.h"
@@ -81,7 +82,16 @@ class Communicator {
   int rank_;
   int nranks_;
   std::unique_ptr<Bootstrap> bootstrap_;
-  std::unique_ptr<Transport> transport_;
+  // Every transport this rank listens on, by name; each peer uses one of
+  // them, chosen by chooseTransport (same host: shm, else tcp; TIDAL_NET forces).
+  static constexpr size_t kMaxTransports = 4;
+  struct PeerRecord;
+  void connectPeers();
+  std::string chooseTransport(int peer, const std::vector<PeerRecord>& records) const;
+  std::map<std::string, std::unique_ptr<Transport>> transports_;
+  std::vector<std::string> transportOrder_;
+  std::string forcedNet_;
+  bool shmDisabled_ = false;
   std::map<int, std::unique_ptr<Connection>> sendTo_;
   std::map<int, std::unique_ptr<Connection>> recvFrom_;
   size_t rdMaxBytes_ = 0;
