@@ -15,14 +15,14 @@ void RingEmitter::emit(Schedule& s) const {
       // list in order, this only keeps the lists easy to read.
       const size_t off = c * chunk;
       if (off < sendSeg.size) {
-        Range r{sendSeg.begin + off, std::min(chunk, sendSeg.size - off)};
+        Range r{base + sendSeg.begin + off, std::min(chunk, sendSeg.size - off)};
         SendOp op = makeSend(g, r);
-        op.afterRecv = g == 0 ? -1 : prevRecv[c];
+        op.afterRecv = g == 0 ? firstDependency : prevRecv[c];
         s.sends.push_back(op);
       }
       curRecv[c] = -1;
       if (off < recvSeg.size) {
-        Range r{recvSeg.begin + off, std::min(chunk, recvSeg.size - off)};
+        Range r{base + recvSeg.begin + off, std::min(chunk, recvSeg.size - off)};
         curRecv[c] = static_cast<int64_t>(s.recvs.size());
         s.recvs.push_back(makeRecv(g, r));
       }

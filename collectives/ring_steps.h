@@ -44,6 +44,11 @@ struct RingEmitter {
   std::function<int(int step)> sendSegment;
   std::function<SendOp(int step, Range r)> makeSend;
   std::function<RecvOp(int step, Range r)> makeRecv;
+  // For rings over part of a buffer (hierarchical phases): the region starts
+  // at element `base`, and step 0 sends wait for receive `firstDependency`
+  // of an earlier phase (-1: none).
+  size_t base = 0;
+  int64_t firstDependency = -1;
 
   void emit(Schedule& s) const;
 };

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "tidal/tidal.h"
@@ -90,6 +91,26 @@ Schedule ringReduceScatter(const CollectiveArgs& args);
 Schedule recursiveDoublingAllReduce(const CollectiveArgs& args);
 // Peers a rank exchanges with in recursiveDoublingAllReduce.
 std::vector<int> recursiveDoublingPeers(int rank, int nranks);
+
+// Which ranks share a host, for hierarchical algorithms: hosts[h] lists the
+// ranks of host h in ring order; every host has the same number of ranks.
+struct Topology {
+  std::vector<std::vector<int>> hosts;
+  int myHost = 0;
+  int myLocal = 0;
+  // Groups ranks by host key (first appearance order, ranks ascending);
+  // returns an empty topology (hosts.empty()) when hosts differ in size.
+  static Topology fromHostKeys(const std::vector<std::string>& keyOfRank, int rank);
+  bool hierarchical() const { return hosts.size() > 1 && hosts[0].size() > 1; }
+};
+
+// Hierarchical AllReduce (hierarchical.cc): ring reduce-scatter inside each
+// host, ring AllReduce of each shard across hosts between ranks of the same
+// local index, ring allgather inside each host. Only one copy of each reduced
+// byte crosses between hosts. Requires topo.hierarchical().
+Schedule hierarchicalAllReduce(const CollectiveArgs& args, const Topology& topo);
+// Peers a rank talks to in hierarchicalAllReduce.
+std::vector<int> hierarchicalPeers(const Topology& topo);
 
 // Pipelined chains along the ring order, starting at (Broadcast) or ending at
 // (Reduce) the root (chain.cc).

@@ -60,6 +60,11 @@ void Communicator::connect(const UniqueId& id) {
   if (rd < 0)
     fail(tidalInvalidArgument, "rank {}: TIDAL_ALLREDUCE_RD_BYTES={} is negative", rank_, rd);
   rdMaxBytes_ = static_cast<size_t>(rd);
+  algo_ = params::getString("TIDAL_ALLREDUCE_ALGO");
+  if (algo_ != "auto" && algo_ != "ring" && algo_ != "rd" && algo_ != "hier") {
+    fail(tidalInvalidArgument,
+         "rank {}: TIDAL_ALLREDUCE_ALGO='{}' is not one of auto, ring, rd, hier", rank_, algo_);
+  }
   bootstrap_ = Bootstrap::create(id, rank_, nranks_);
   if (nranks_ > 1) connectPeers();
   barrierBuffer_.assign(static_cast<size_t>(nranks_), 0);
@@ -145,6 +150,19 @@ void Communicator::connectPeers() {
     sendPeers.insert(p);
     recvPeers.insert(p);
   }
+  std::vector<std::string> hostOfRank;
+  for (const auto& rec : records)
+    hostOfRank.emplace_back(rec.hostId, strnlen(rec.hostId, kMaxHostIdBytes));
+  topology_ = coll::Topology::fromHostKeys(hostOfRank, rank_);
+  if (topology_.hierarchical()) {
+    for (int p : coll::hierarchicalPeers(topology_)) {
+      sendPeers.insert(p);
+      recvPeers.insert(p);
+    }
+  }
+  TIDAL_INFO(Init, "rank {}: {} host(s){}", rank_,
+             topology_.hosts.empty() ? 0 : topology_.hosts.size(),
+             topology_.hierarchical() ? ", hierarchical AllReduce available" : "");
   const Deadline deadline = deadlineFromNow();
   for (int peer : sendPeers) {
     const std::string name = chooseTransport(peer, records);
@@ -162,9 +180,17 @@ void Communicator::connectPeers() {
   }
 }
 
-bool Communicator::useRecursiveDoubling(size_t bytes) const {
-  // The whole message travels in one staging slot, so it must fit in a chunk.
-  return bytes <= rdMaxBytes_ && bytes <= engine_->options().chunkBytes;
+Communicator::AllReduceAlgo Communicator::chooseAllReduce(size_t bytes) const {
+  // Recursive doubling sends the whole message in one staging slot, so it
+  // must fit in a chunk.
+  const bool rdFits = bytes <= engine_->options().chunkBytes;
+  if (algo_ == "rd" && rdFits) return AllReduceAlgo::RecursiveDoubling;
+  if (algo_ == "ring") return AllReduceAlgo::Ring;
+  if (algo_ == "hier") {
+    return topology_.hierarchical() ? AllReduceAlgo::Hierarchical : AllReduceAlgo::Ring;
+  }
+  if (bytes <= rdMaxBytes_ && rdFits) return AllReduceAlgo::RecursiveDoubling;
+  return topology_.hierarchical() ? AllReduceAlgo::Hierarchical : AllReduceAlgo::Ring;
 }
 
 coll::CollectiveArgs Communicator::args(size_t count, tidalDataType_t type, tidalRedOp_t op,
@@ -209,9 +235,17 @@ void Communicator::execute(const coll::Schedule& schedule, const void* sendbuff,
 void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
                              tidalDataType_t type, tidalRedOp_t op) {
   const auto a = args(count, type, op, 0, sendbuff == recvbuff);
-  execute(useRecursiveDoubling(count * typeSize(type)) ? coll::recursiveDoublingAllReduce(a)
-                                                       : coll::ringAllReduce(a),
-          sendbuff, recvbuff, "AllReduce");
+  switch (chooseAllReduce(count * typeSize(type))) {
+    case AllReduceAlgo::RecursiveDoubling:
+      execute(coll::recursiveDoublingAllReduce(a), sendbuff, recvbuff, "AllReduce");
+      break;
+    case AllReduceAlgo::Hierarchical:
+      execute(coll::hierarchicalAllReduce(a, topology_), sendbuff, recvbuff, "AllReduce");
+      break;
+    case AllReduceAlgo::Ring:
+      execute(coll::ringAllReduce(a), sendbuff, recvbuff, "AllReduce");
+      break;
+  }
 }
 
 void Communicator::allGather(const void* sendbuff, void* recvbuff, size_t sendcount,

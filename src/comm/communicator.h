@@ -77,7 +77,8 @@ class Communicator {
   coll::CollectiveArgs args(size_t count, tidalDataType_t type, tidalRedOp_t op, int root,
                             bool inPlace) const;
   void breakWith(const Error& error);
-  bool useRecursiveDoubling(size_t bytes) const;
+  enum class AllReduceAlgo { Ring, RecursiveDoubling, Hierarchical };
+  AllReduceAlgo chooseAllReduce(size_t bytes) const;
 
   int rank_;
   int nranks_;
@@ -95,6 +96,8 @@ class Communicator {
   std::map<int, std::unique_ptr<Connection>> sendTo_;
   std::map<int, std::unique_ptr<Connection>> recvFrom_;
   size_t rdMaxBytes_ = 0;
+  std::string algo_ = "auto";
+  coll::Topology topology_;
   std::unique_ptr<Engine> engine_;
   std::vector<uint8_t> barrierBuffer_;
 

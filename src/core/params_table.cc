@@ -32,6 +32,10 @@ const std::vector<Definition>& definitions() {
        "AF_INET or AF_INET6 to restrict interface addresses to one family."},
       {"TIDAL_NSOCKS", Kind::Int, "1",
        "TCP sockets per peer connection; large chunks are striped."},
+      {"TIDAL_HOSTID", Kind::String, "",
+       "Host identity for transport choice (default: machine id + boot id); same id = same host."},
+      {"TIDAL_SHM_DISABLE", Kind::Bool, "0",
+       "1: ranks on one host talk over TCP instead of shared memory (set it on every rank)."},
       {"TIDAL_NET", Kind::String, "", "Force one transport for every peer (tcp, shm)."},
       // Shared-memory transport.
       {"TIDAL_SHM_SLOTS", Kind::Int, "8",
@@ -41,6 +45,8 @@ const std::vector<Definition>& definitions() {
       // Engine and algorithms.
       {"TIDAL_CHUNK_SIZE", Kind::Int, "524288",
        "Pipeline chunk in bytes: ring steps are cut into chunks so send, recv, reduce overlap."},
+      {"TIDAL_ALLREDUCE_ALGO", Kind::String, "auto",
+       "AllReduce algorithm: auto, ring, rd (recursive doubling), hier (hierarchical by host)."},
       {"TIDAL_ALLREDUCE_RD_BYTES", Kind::Int, "65536",
        "AllReduce of at most this many bytes uses recursive doubling (latency) instead of the "
        "ring."},

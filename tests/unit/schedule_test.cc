@@ -221,6 +221,54 @@ INSTANTIATE_TEST_SUITE_P(RanksCountsChunks, Schedules,
                                             ::testing::Values(0, 1, 7, 1023, 5000),
                                             ::testing::Values(4, 64, 4096)));
 
+class Hierarchy : public ::testing::TestWithParam<std::tuple<int, int, size_t, tidalRedOp_t>> {};
+
+TEST_P(Hierarchy, AllReduceAcrossHostsMatchesTheFlatSum) {
+  const auto [hostsCount, perHost, count, op] = GetParam();
+  const int n = hostsCount * perHost;
+  // Interleave ranks over hosts so host order is not rank order.
+  std::vector<std::string> keys;
+  for (int r = 0; r < n; ++r) keys.push_back("h" + std::to_string(r % hostsCount));
+  std::vector<RankState> ranks(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    const Topology t = Topology::fromHostKeys(keys, r);
+    ASSERT_TRUE(t.hierarchical());
+    ranks[r].schedule = hierarchicalAllReduce(argsFor(r, n, count, op, 0, 64), t);
+    const auto peers = hierarchicalPeers(t);
+    for (const auto& s : ranks[r].schedule.sends) {
+      EXPECT_NE(std::find(peers.begin(), peers.end(), s.peer), peers.end());
+    }
+    ranks[r].send.resize(count * 4);
+    ranks[r].recv.assign(count * 4, 0);
+    for (size_t i = 0; i < count; ++i)
+      reinterpret_cast<int32_t*>(ranks[r].send.data())[i] = value(r, i);
+  }
+  ASSERT_TRUE(simulate(ranks));
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < count; ++i) {
+      int64_t sum = 0;
+      for (int k = 0; k < n; ++k) sum += value(k, i);
+      const auto want = static_cast<int32_t>(op == tidalAvg ? sum / n : sum);
+      ASSERT_EQ(reinterpret_cast<int32_t*>(ranks[r].recv.data())[i], want)
+          << "rank " << r << " i " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(HostsRanksCounts, Hierarchy,
+                         ::testing::Combine(::testing::Values(2, 3), ::testing::Values(2, 3, 4),
+                                            ::testing::Values(1, 5, 1000, 4099),
+                                            ::testing::Values(tidalSum, tidalAvg)));
+
+TEST(Topology, UnevenHostsAreNotHierarchical) {
+  EXPECT_FALSE(Topology::fromHostKeys({"a", "a", "b"}, 0).hierarchical());
+  EXPECT_FALSE(Topology::fromHostKeys({"a", "a", "a"}, 0).hierarchical());
+  const Topology t = Topology::fromHostKeys({"a", "b", "a", "b"}, 3);
+  EXPECT_TRUE(t.hierarchical());
+  EXPECT_EQ(t.myHost, 1);
+  EXPECT_EQ(t.myLocal, 1);
+}
+
 TEST(Schedules, PipelineLetsTheFirstChunkGoBeforeTheStepEnds) {
   // With 4 chunks per segment, the first send of step 1 must depend on the
   // first receive of step 0, not the last: that is the pipelining.
