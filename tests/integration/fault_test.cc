@@ -9,6 +9,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -56,10 +59,22 @@ int survivorOrVictim(int rank, int victim) {
   return kNeverFailed;
 }
 
-TEST(KilledRank, EveryOtherRankReturnsAnErrorWithinTheTimeout) {
+std::set<std::string> devShmEntries() {
+  std::set<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    names.insert(e.path().filename().string());
+  }
+  return names;
+}
+
+class KilledRank : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(KilledRank, EveryOtherRankReturnsAnErrorWithinTheTimeout) {
   constexpr int kRanks = 4, kVictim = 2;
+  const auto shmBefore = devShmEntries();
   ForkedJob job(kRanks, [](int rank) { return survivorOrVictim(rank, kVictim); },
-                {{"TIDAL_TIMEOUT", std::to_string(kTimeoutSeconds)}});
+                {{"TIDAL_TIMEOUT", std::to_string(kTimeoutSeconds)}, {"TIDAL_NET", GetParam()}});
   const auto status = job.wait(seconds(4 * kTimeoutSeconds));
   for (int r = 0; r < kRanks; ++r) {
     if (r == kVictim) {
@@ -71,7 +86,13 @@ TEST(KilledRank, EveryOtherRankReturnsAnErrorWithinTheTimeout) {
     ASSERT_TRUE(WIFEXITED(status[r])) << "rank " << r << " crashed, status " << status[r];
     EXPECT_EQ(WEXITSTATUS(status[r]), kGotErrorInTime) << "rank " << r;
   }
+  // Nothing of the job may outlive it in /dev/shm, not even after a SIGKILL.
+  for (const auto& name : devShmEntries()) {
+    EXPECT_TRUE(shmBefore.count(name)) << "/dev/shm/" << name << " was left behind";
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, KilledRank, ::testing::Values("tcp", "shm"));
 
 // Sends `bytes` to the rendezvous port and reports whether the far end then
 // closed the connection within `patience`.
