@@ -153,6 +153,7 @@ void ShmConnection::checkPeer() {
   const size_t moved = move();
   if (moved > 0) {
     bytesMoved_ += moved;
+    wakePeer();
     return;
   }
   if (aborted_.load()) {

@@ -1,0 +1,388 @@
+// The shm transport with real threads and forked processes: byte-exact
+// delivery across slot boundaries and ring wrap-around, no lost wakeups when
+// both sides sleep in poll(), strangers refused, a killed peer reported
+// quickly, and nothing ever created in /dev/shm.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "core/error.h"
+#include "scoped_env.h"
+#include "transports/transport.h"
+
+namespace tidal {
+namespace {
+
+using test::ScopedEnv;
+using namespace std::chrono_literals;
+
+Secret secretOf(uint8_t b) {
+  Secret s;
+  s.fill(b);
+  return s;
+}
+
+std::set<std::string> devShmEntries() {
+  std::set<std::string> names;
+  if (DIR* d = ::opendir("/dev/shm")) {
+    while (dirent* e = ::readdir(d)) names.insert(e->d_name);
+    ::closedir(d);
+  }
+  return names;
+}
+
+std::string selfMaps() {
+  std::ifstream in("/proc/self/maps");
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Drives both connections on this thread until every posted transfer completed.
+void drain(Connection& a, Connection& b) {
+  const auto deadline = Clock::now() + 20s;
+  while (a.completed() < a.posted() || b.completed() < b.posted()) {
+    a.progress();
+    b.progress();
+    ASSERT_LT(Clock::now(), deadline) << "transfers did not complete";
+  }
+}
+
+// Like the engine: progress, and when nothing moved sleep in poll() on the
+// connection's fds. Returns the number of polls that ran into their timeout
+// while work was pending (a lost wakeup); throws what progress() throws.
+int driveUntilDone(Connection& c, Deadline deadline) {
+  int stalls = 0;
+  while (c.completed() < c.posted()) {
+    if (c.progress()) continue;
+    if (Clock::now() > deadline) throw std::runtime_error("driveUntilDone: deadline");
+    std::vector<pollfd> fds;
+    c.addPollFds(fds);
+    if (::poll(fds.data(), fds.size(), 100) == 0) ++stalls;
+  }
+  return stalls;
+}
+
+std::vector<uint8_t> pattern(size_t bytes, uint8_t seed) {
+  std::vector<uint8_t> v(bytes);
+  std::iota(v.begin(), v.end(), seed);
+  return v;
+}
+
+struct Pair {
+  std::unique_ptr<Transport> t0, t1;
+  std::unique_ptr<Connection> send, recv;
+  Pair() {
+    t0 = createTransport("shm", {0, 2, secretOf(7)});
+    t1 = createTransport("shm", {1, 2, secretOf(7)});
+    const ConnectHandle h1 = t1->listen();
+    t0->listen();
+    const Deadline d = deadlineIn(10000ms);
+    send = t0->connectSend(1, h1, d);
+    recv = t1->acceptRecv(0, d);
+  }
+};
+
+// (slots, slot bytes)
+class ShmGeometry : public ::testing::TestWithParam<std::pair<int, int>> {};
+
+TEST_P(ShmGeometry, TransfersArriveIntactAndInOrder) {
+  const auto [slots, slotBytes] = GetParam();
+  ScopedEnv s1("TIDAL_SHM_SLOTS", std::to_string(slots).c_str());
+  ScopedEnv s2("TIDAL_SHM_SLOT_BYTES", std::to_string(slotBytes).c_str());
+  Pair p;
+  const size_t slot = static_cast<size_t>(slotBytes);
+  const size_t sizes[] = {0, 1, 4095, slot - 1, slot, slot + 1, 0, 3 << 20, 17, 0};
+  std::vector<std::vector<uint8_t>> out, in;
+  for (size_t i = 0; i < std::size(sizes); ++i) {
+    out.push_back(pattern(sizes[i], static_cast<uint8_t>(i * 31 + 1)));
+    in.emplace_back(sizes[i], 0);
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    p.send->post(out[i].data(), out[i].size());
+    p.recv->post(in[i].data(), in[i].size());
+  }
+  EXPECT_EQ(p.recv->completed(), 1u) << "a leading zero-byte transfer completes at once";
+  drain(*p.send, *p.recv);
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], in[i]) << "transfer " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Rings, ShmGeometry,
+                         ::testing::Values(std::make_pair(8, 262144), std::make_pair(2, 4096),
+                                           std::make_pair(3, 65536)));
+
+TEST(ShmTransport, ManySmallTransfersWrapTheRing) {
+  ScopedEnv s1("TIDAL_SHM_SLOTS", "2");
+  ScopedEnv s2("TIDAL_SHM_SLOT_BYTES", "4096");
+  Pair p;
+  std::mt19937 rng(42);
+  std::vector<std::vector<uint8_t>> out, in;
+  for (int i = 0; i < 20000; ++i) {
+    out.push_back(pattern(rng() % 300, static_cast<uint8_t>(i)));
+    in.emplace_back(out.back().size(), 0);
+  }
+  // Post in waves so the receiver often finds a half-filled ring.
+  size_t posted = 0;
+  while (posted < out.size()) {
+    for (size_t k = 0; k < 97 && posted < out.size(); ++k, ++posted) {
+      p.send->post(out[posted].data(), out[posted].size());
+      p.recv->post(in[posted].data(), in[posted].size());
+    }
+    p.send->progress();
+    p.recv->progress();
+  }
+  drain(*p.send, *p.recv);
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], in[i]) << "transfer " << i;
+}
+
+// Both sides on their own thread, each sleeping in poll() as soon as it
+// cannot move (no spinning): a lost wakeup shows up as a poll timeout.
+TEST(ShmTransport, ThreadsSleepingInPollLoseNoWakeups) {
+  ScopedEnv s1("TIDAL_SHM_SLOTS", "2");
+  ScopedEnv s2("TIDAL_SHM_SLOT_BYTES", "4096");
+  Pair ab, ba;  // ab: rank 0 -> 1; ba built the same way, used as 1 -> 0 for the reply
+  constexpr int kRounds = 3000;
+  int stallsA = 0, stallsB = 0;
+  std::vector<uint8_t> big = pattern(64 << 10, 3), bigIn(big.size());
+  const Deadline d = deadlineIn(20000ms);
+  // A side that stalls gives up after a few; its partner then runs into the
+  // deadline. Either way the test fails in seconds, not minutes.
+  auto guarded = [](const std::function<void()>& body) {
+    try {
+      body();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+    }
+  };
+  std::thread a([&] {
+    guarded([&] {
+      for (int i = 0; i < kRounds && stallsA < 5; ++i) {
+        uint32_t x = static_cast<uint32_t>(i), y = 0;
+        ab.send->post(&x, sizeof x);
+        stallsA += driveUntilDone(*ab.send, d);
+        ba.recv->post(&y, sizeof y);
+        stallsA += driveUntilDone(*ba.recv, d);
+        if (y != x + 1) ADD_FAILURE() << "round " << i << ": got " << y;
+      }
+      ab.send->post(big.data(), big.size());  // 16 ring-fulls: the sender sleeps on space
+      stallsA += driveUntilDone(*ab.send, d);
+    });
+  });
+  std::thread b([&] {
+    guarded([&] {
+      for (int i = 0; i < kRounds && stallsB < 5; ++i) {
+        uint32_t x = 0;
+        ab.recv->post(&x, sizeof x);
+        stallsB += driveUntilDone(*ab.recv, d);
+        ++x;
+        ba.send->post(&x, sizeof x);
+        stallsB += driveUntilDone(*ba.send, d);
+      }
+      ab.recv->post(bigIn.data(), bigIn.size());
+      stallsB += driveUntilDone(*ab.recv, d);
+    });
+  });
+  a.join();
+  b.join();
+  EXPECT_EQ(stallsA, 0);
+  EXPECT_EQ(stallsB, 0);
+  EXPECT_TRUE(big == bigIn) << "the 64 KiB transfer arrived damaged";
+}
+
+TEST(ShmTransport, ForkedSenderDeliversToParent) {
+  auto t1 = createTransport("shm", {1, 2, secretOf(5)});
+  const ConnectHandle h1 = t1->listen();
+  const std::vector<uint8_t> data = pattern(3 << 20, 9);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int rc = 1;
+    try {
+      auto t0 = createTransport("shm", {0, 2, secretOf(5)});
+      auto send = t0->connectSend(1, h1, deadlineIn(10000ms));
+      std::vector<uint8_t> copy = data;
+      send->post(copy.data(), copy.size());
+      driveUntilDone(*send, deadlineIn(20000ms));
+      rc = 0;  // exits at once: the tail of the data is only in the ring
+    } catch (...) {
+    }
+    ::_exit(rc);
+  }
+  auto recv = t1->acceptRecv(0, deadlineIn(10000ms));
+  std::vector<uint8_t> in(data.size());
+  recv->post(in.data(), in.size());
+  driveUntilDone(*recv, deadlineIn(20000ms));
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(data, in);
+}
+
+TEST(ShmTransport, StrangerWithWrongSecretIsRefusedAndRealPeerAccepted) {
+  auto t0 = createTransport("shm", {0, 2, secretOf(1)});
+  auto t1 = createTransport("shm", {1, 2, secretOf(1)});
+  auto intruder = createTransport("shm", {0, 2, secretOf(2)});  // right ranks, wrong secret
+  const ConnectHandle h1 = t1->listen();
+  const Deadline d = deadlineIn(10000ms);
+  auto bad = intruder->connectSend(1, h1, d);
+  auto good = t0->connectSend(1, h1, d);
+  auto recv = t1->acceptRecv(0, d);
+  uint32_t x = 0xfeedf00d, y = 0;
+  good->post(&x, sizeof x);
+  recv->post(&y, sizeof y);
+  drain(*good, *recv);
+  EXPECT_EQ(y, 0xfeedf00d);
+  // The intruder's socket was closed: once its ring is full it learns so.
+  std::vector<uint8_t> lots(8 << 20);
+  bad->post(lots.data(), lots.size());
+  try {
+    driveUntilDone(*bad, deadlineIn(5000ms));
+    FAIL() << "the refused sender completed 8 MiB";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), tidalRemoteError);
+    EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+  }
+}
+
+// Forks a peer that connects to us (or accepts us), moves one word, and then
+// waits to be killed.
+class ShmPeerDeath : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ShmPeerDeath, KilledPeerIsARemoteErrorNotAHang) {
+  const bool weSend = GetParam();
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  auto self = createTransport("shm", {weSend ? 0 : 1, 2, secretOf(4)});
+  const ConnectHandle mine = self->listen();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    try {
+      auto t = createTransport("shm", {weSend ? 1 : 0, 2, secretOf(4)});
+      uint32_t word = 42;
+      std::unique_ptr<Connection> c;
+      if (weSend) {  // the child receives: it listens and tells us where
+        const ConnectHandle h = t->listen();
+        const uint32_t n = static_cast<uint32_t>(h.size());
+        if (::write(pipefd[1], &n, sizeof n) < 0 || ::write(pipefd[1], h.data(), n) < 0) _exit(1);
+        c = t->acceptRecv(0, deadlineIn(10000ms));
+      } else {
+        c = t->connectSend(1, mine, deadlineIn(10000ms));
+      }
+      c->post(&word, sizeof word);
+      driveUntilDone(*c, deadlineIn(10000ms));
+      ::pause();
+    } catch (...) {
+    }
+    ::_exit(1);
+  }
+  std::unique_ptr<Connection> c;
+  if (weSend) {
+    uint32_t n = 0;
+    ASSERT_EQ(::read(pipefd[0], &n, sizeof n), static_cast<ssize_t>(sizeof n));
+    ConnectHandle h(n);
+    ASSERT_EQ(::read(pipefd[0], h.data(), n), static_cast<ssize_t>(n));
+    c = self->connectSend(1, h, deadlineIn(10000ms));
+  } else {
+    c = self->acceptRecv(0, deadlineIn(10000ms));
+  }
+  uint32_t word = weSend ? 42 : 0;
+  c->post(&word, sizeof word);
+  driveUntilDone(*c, deadlineIn(10000ms));
+  EXPECT_EQ(word, 42u);
+  // Now wait for something the child will never do (the sender: more than
+  // the ring holds), and kill it while we sleep in poll().
+  std::vector<uint8_t> lots(16 << 20);
+  c->post(lots.data(), lots.size());
+  std::thread killer([child] {
+    std::this_thread::sleep_for(200ms);
+    ::kill(child, SIGKILL);
+  });
+  const auto start = Clock::now();
+  try {
+    driveUntilDone(*c, deadlineIn(5000ms));
+    ADD_FAILURE() << "completed a transfer the dead peer never took part in";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), tidalRemoteError);
+    EXPECT_NE(std::string(e.what()).find(weSend ? "to rank 1" : "from rank 0"), std::string::npos)
+        << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();  // the test's own deadline: a hang
+  }
+  const auto waited = Clock::now() - start;
+  killer.join();
+  ::waitpid(child, nullptr, 0);
+  ::close(pipefd[0]);
+  ::close(pipefd[1]);
+  EXPECT_LT(waited, 1500ms) << "death noticed only after "
+                            << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()
+                            << " ms";
+}
+
+INSTANTIATE_TEST_SUITE_P(Sides, ShmPeerDeath, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& side) {
+                           return side.param ? "WeSend" : "WeReceive";
+                         });
+
+TEST(ShmTransport, AbortWakesASleepingReceiver) {
+  Pair p;
+  uint32_t y = 0;
+  p.recv->post(&y, sizeof y);
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(100ms);
+    p.recv->abort();
+  });
+  const auto start = Clock::now();
+  int stalls = 0;
+  EXPECT_THROW(stalls = driveUntilDone(*p.recv, deadlineIn(5000ms)), Error);
+  aborter.join();
+  EXPECT_EQ(stalls, 0);
+  EXPECT_LT(Clock::now() - start, 1000ms);
+}
+
+TEST(ShmTransport, SegmentsAreMemfdsAndNothingLandsInDevShm) {
+  const std::set<std::string> before = devShmEntries();
+  {
+    Pair p;
+    const std::string maps = selfMaps();
+    EXPECT_NE(maps.find("memfd:tidal-shm-0-to-1"), std::string::npos)
+        << "the segment is not a memfd mapping";
+    EXPECT_EQ(maps.find("/dev/shm/"), std::string::npos) << "a /dev/shm file is mapped";
+    uint64_t x = 5, y = 0;
+    p.send->post(&x, sizeof x);
+    p.recv->post(&y, sizeof y);
+    drain(*p.send, *p.recv);
+  }
+  for (const auto& name : devShmEntries()) {
+    EXPECT_TRUE(before.count(name)) << "/dev/shm/" << name << " appeared";
+  }
+  EXPECT_EQ(selfMaps().find("memfd:tidal-shm"), std::string::npos) << "a segment leaked";
+}
+
+TEST(ShmTransport, AcceptTimesOutNamingThePeer) {
+  auto t1 = createTransport("shm", {1, 2, secretOf(3)});
+  t1->listen();
+  try {
+    t1->acceptRecv(0, deadlineIn(300ms));
+    FAIL() << "accept returned without a peer";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), tidalTimeout);
+    EXPECT_NE(std::string(e.what()).find("rank 0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ShmTransport, BadGeometryIsRejected) {
+  ScopedEnv s("TIDAL_SHM_SLOT_BYTES", "100");
+  EXPECT_THROW(createTransport("shm", {0, 2, secretOf(1)}), Error);
+}
+
+}  // namespace
+}  // namespace tidal
