@@ -8,7 +8,7 @@
 # the kernel has it) and rate limit (tc tbf) on every host link, and starts L ranks in each namespace with TIDAL_COMM_ID,
 # TIDAL_RANK, TIDAL_NRANKS, TIDAL_SECRET and a per-namespace TIDAL_HOSTID, so
 # ranks inside a host use shared memory and ranks across hosts use TCP over
-# the veths. Exits with the first non-zero rank status; 77 when namespaces
+# the veths. Exits 1 (naming the ranks) when any rank fails; 77 when namespaces
 # cannot be made here (not root, no ip netns), which ctest reports as skipped.
 set -uo pipefail
 
@@ -77,10 +77,17 @@ for ((r = 0; r < NRANKS; r++)); do
     TIDAL_SECRET="$SECRET" TIDAL_HOSTID="netns-host-$h" timeout "$TIMEOUT" "$@" &
   pids+=($!)
 done
-status=0
-for pid in "${pids[@]}"; do
-  wait "$pid"
+failed=0
+for r in "${!pids[@]}"; do
+  wait "${pids[$r]}"
   rc=$?
-  [ $status -eq 0 ] && [ $rc -ne 0 ] && status=$rc
+  if [ $rc -ne 0 ]; then
+    echo "netns_hosts: FAIL rank $r (host $((r / PER_HOST))) exited with status $rc" >&2
+    failed=$((failed + 1))
+  fi
 done
-exit $status
+if [ $failed -ne 0 ]; then
+  echo "netns_hosts: $failed of $NRANKS ranks failed" >&2
+  exit 1
+fi
+echo "netns_hosts: all $NRANKS ranks on $HOSTS hosts exited 0"
