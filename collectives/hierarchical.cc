@@ -65,7 +65,7 @@ Schedule hierarchicalAllReduce(const CollectiveArgs& a, const Topology& t) {
 
   // Phase 1: reduce-scatter inside the host; local rank l ends with shard l
   // (reduced over the host) in recvbuff.
-  RingEmitter rs{l, L, L - 1, a.count, chunk, ts, {}, {}, {}};
+  RingEmitter rs{L, L - 1, a.count, chunk, {}, {}, {}};
   rs.sendSegment = [&](int g) { return l - g - 1; };
   rs.makeSend = [&](int g, Range r) {
     return SendOp{nextLocal, {g == 0 ? Buffer::Send : Buffer::Recv, r.begin * ts}, r.size * ts, -1};
@@ -79,7 +79,7 @@ Schedule hierarchicalAllReduce(const CollectiveArgs& a, const Topology& t) {
   // Phase 2: AllReduce of shard l across hosts; the avg divisor is applied
   // once, at the end of its reduce-scatter half.
   const Range shard = segment(a.count, L, l);
-  RingEmitter across{h, H, 2 * (H - 1), shard.size, chunk, ts, {}, {}, {}};
+  RingEmitter across{H, 2 * (H - 1), shard.size, chunk, {}, {}, {}};
   across.base = shard.begin;
   across.firstDependency = lastRecv();
   across.sendSegment = [&](int g) { return h - g; };
@@ -97,7 +97,7 @@ Schedule hierarchicalAllReduce(const CollectiveArgs& a, const Topology& t) {
   across.emit(s);
 
   // Phase 3: allgather of the finished shards inside the host.
-  RingEmitter ag{l, L, L - 1, a.count, chunk, ts, {}, {}, {}};
+  RingEmitter ag{L, L - 1, a.count, chunk, {}, {}, {}};
   ag.firstDependency = lastRecv();
   ag.sendSegment = [&](int g) { return l - g; };
   ag.makeSend = [&](int, Range r) {

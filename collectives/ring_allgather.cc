@@ -21,7 +21,7 @@ Schedule ringAllGather(const CollectiveArgs& a) {
   if (n == 1) return s;
   const int right = mod(a.rank + 1, n), left = mod(a.rank - 1, n);
   const size_t total = a.count * static_cast<size_t>(n);
-  RingEmitter ring{a.rank, n, n - 1, total, chunkElems(a.chunkBytes, ts), ts, {}, {}, {}};
+  RingEmitter ring{n, n - 1, total, chunkElems(a.chunkBytes, ts), {}, {}, {}};
   ring.sendSegment = [&](int g) { return a.rank - g; };
   ring.makeSend = [&](int, Range r) {
     return SendOp{right, {Buffer::Recv, r.begin * ts}, r.size * ts, -1};

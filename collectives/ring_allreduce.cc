@@ -28,7 +28,7 @@ Schedule ringAllReduce(const CollectiveArgs& a) {
     return s;
   }
   const int right = mod(a.rank + 1, n), left = mod(a.rank - 1, n);
-  RingEmitter ring{a.rank, n, 2 * (n - 1), a.count, chunkElems(a.chunkBytes, ts), ts, {}, {}, {}};
+  RingEmitter ring{n, 2 * (n - 1), a.count, chunkElems(a.chunkBytes, ts), {}, {}, {}};
   ring.sendSegment = [&](int g) { return a.rank - g; };
   ring.makeSend = [&](int g, Range r) {
     // Step 0 sends the rank's own input; later steps forward what it reduced

@@ -23,7 +23,7 @@ Schedule ringReduceScatter(const CollectiveArgs& a) {
   const size_t total = a.count * static_cast<size_t>(n);
   s.scratchBytes = total * ts;
   const size_t mine = static_cast<size_t>(a.rank) * a.count;  // first element of my segment
-  RingEmitter ring{a.rank, n, n - 1, total, chunkElems(a.chunkBytes, ts), ts, {}, {}, {}};
+  RingEmitter ring{n, n - 1, total, chunkElems(a.chunkBytes, ts), {}, {}, {}};
   ring.sendSegment = [&](int g) { return a.rank - g - 1; };
   ring.makeSend = [&](int g, Range r) {
     const Buffer src = g == 0 ? Buffer::Send : Buffer::Scratch;

@@ -37,10 +37,9 @@ inline size_t chunkElems(size_t chunkBytes, size_t typeSize) {
 // here: send (g, c) waits for recv (g - 1, c). Empty chunks are skipped on
 // both sides consistently because both compute the same ranges.
 struct RingEmitter {
-  int rank, nranks, steps;
+  int nranks, steps;
   size_t count;  // elements in the whole (segmented) buffer
   size_t chunk;  // elements per chunk
-  size_t typeSize;
   std::function<int(int step)> sendSegment;
   std::function<SendOp(int step, Range r)> makeSend;
   std::function<RecvOp(int step, Range r)> makeRecv;

@@ -164,11 +164,11 @@ class Engine::Run {
       return;
     }
     if (now - lastMove > e_.options_.timeout) timeout();
-    std::vector<pollfd> fds;
-    for (Connection* c : sendConns_) c->addPollFds(fds);
-    for (Connection* c : recvConns_) c->addPollFds(fds);
+    pollFds_.clear();  // reused: no allocation per sleep
+    for (Connection* c : sendConns_) c->addPollFds(pollFds_);
+    for (Connection* c : recvConns_) c->addPollFds(pollFds_);
     // Short sleeps keep abort and the timeout responsive.
-    ::poll(fds.data(), fds.size(), 100);
+    ::poll(pollFds_.data(), pollFds_.size(), 100);
   }
 
   [[noreturn]] void timeout() const {
@@ -193,6 +193,7 @@ class Engine::Run {
   std::vector<uint64_t> sendSeq_, recvSeq_;
   std::vector<int> recvSlot_;
   std::vector<char> recvDone_;
+  std::vector<pollfd> pollFds_;
   size_t nextSend_ = 0, sendsDone_ = 0;
   size_t nextRecvPost_ = 0, recvsDone_ = 0;
   int freeSlots_ = 0, nextSlot_ = 0;

@@ -1,5 +1,8 @@
 // A rank program for the tidalrun tests: each mode exercises one promise of
 // tidalrun (exit status, signals, environment, output). Needs no Tidal library.
+// It is not a test itself: tidalrun_test.cc starts it and asserts on what
+// tidalrun reports. A mode it does not know exits 99 with a message, so a
+// test that calls it wrongly fails loudly instead of passing by accident.
 //
 //   env NAME...              print NAME=value (or NAME=<unset>) for each NAME
 //   args ARG...              print arg=<ARG> for each argument it received
@@ -86,7 +89,10 @@ int lines(int n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) return 99;
+  if (argc < 2) {
+    std::fprintf(stderr, "tidalrun_test_child: no mode given\n");
+    return 99;
+  }
   const std::string_view mode = argv[1];
   if (mode == "env") {
     for (int i = 2; i < argc; ++i) {
@@ -132,5 +138,6 @@ int main(int argc, char** argv) {
     sleepMs(std::atoi(argv[2]) * 1000);
     return 0;
   }
+  std::fprintf(stderr, "tidalrun_test_child: unknown mode or wrong arguments: %s\n", argv[1]);
   return 99;
 }

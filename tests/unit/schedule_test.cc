@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <vector>
@@ -105,11 +106,13 @@ int32_t value(int r, size_t i) { return static_cast<int32_t>((r + 1) * 1000 + i 
 class Schedules : public ::testing::TestWithParam<std::tuple<int, size_t, size_t>> {};
 
 // Runs an AllReduce schedule family on n ranks and checks every rank's sums.
-void expectAllReduceSums(Schedule (*make)(const CollectiveArgs&), int n, size_t count,
-                         size_t chunk) {
+// Runs an AllReduce schedule family on n ranks and checks every rank's sum
+// (or, for avg, the truncated mean).
+void expectAllReduceSums(const std::function<Schedule(const CollectiveArgs&)>& make, int n,
+                         size_t count, size_t chunk, tidalRedOp_t op = tidalSum) {
   std::vector<RankState> ranks(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
-    ranks[r].schedule = make(argsFor(r, n, count, tidalSum, 0, chunk));
+    ranks[r].schedule = make(argsFor(r, n, count, op, 0, chunk));
     ranks[r].send.resize(count * 4);
     ranks[r].recv.assign(count * 4, 0);
     for (size_t i = 0; i < count; ++i)
@@ -118,8 +121,9 @@ void expectAllReduceSums(Schedule (*make)(const CollectiveArgs&), int n, size_t 
   ASSERT_TRUE(simulate(ranks));
   for (int r = 0; r < n; ++r) {
     for (size_t i = 0; i < count; ++i) {
-      int32_t want = 0;
-      for (int k = 0; k < n; ++k) want += value(k, i);
+      int64_t sum = 0;
+      for (int k = 0; k < n; ++k) sum += value(k, i);
+      const auto want = static_cast<int32_t>(op == tidalAvg ? sum / n : sum);
       ASSERT_EQ(reinterpret_cast<int32_t*>(ranks[r].recv.data())[i], want)
           << "rank " << r << " i " << i;
     }
@@ -229,30 +233,18 @@ TEST_P(Hierarchy, AllReduceAcrossHostsMatchesTheFlatSum) {
   // Interleave ranks over hosts so host order is not rank order.
   std::vector<std::string> keys;
   for (int r = 0; r < n; ++r) keys.push_back("h" + std::to_string(r % hostsCount));
-  std::vector<RankState> ranks(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r) {
-    const Topology t = Topology::fromHostKeys(keys, r);
-    ASSERT_TRUE(t.hierarchical());
-    ranks[r].schedule = hierarchicalAllReduce(argsFor(r, n, count, op, 0, 64), t);
-    const auto peers = hierarchicalPeers(t);
-    for (const auto& s : ranks[r].schedule.sends) {
-      EXPECT_NE(std::find(peers.begin(), peers.end(), s.peer), peers.end());
-    }
-    ranks[r].send.resize(count * 4);
-    ranks[r].recv.assign(count * 4, 0);
-    for (size_t i = 0; i < count; ++i)
-      reinterpret_cast<int32_t*>(ranks[r].send.data())[i] = value(r, i);
-  }
-  ASSERT_TRUE(simulate(ranks));
-  for (int r = 0; r < n; ++r) {
-    for (size_t i = 0; i < count; ++i) {
-      int64_t sum = 0;
-      for (int k = 0; k < n; ++k) sum += value(k, i);
-      const auto want = static_cast<int32_t>(op == tidalAvg ? sum / n : sum);
-      ASSERT_EQ(reinterpret_cast<int32_t*>(ranks[r].recv.data())[i], want)
-          << "rank " << r << " i " << i;
-    }
-  }
+  expectAllReduceSums(
+      [&](const CollectiveArgs& a) {
+        const Topology t = Topology::fromHostKeys(keys, a.rank);
+        EXPECT_TRUE(t.hierarchical());
+        Schedule s = hierarchicalAllReduce(a, t);
+        const auto peers = hierarchicalPeers(t);
+        for (const auto& send : s.sends) {
+          EXPECT_NE(std::find(peers.begin(), peers.end(), send.peer), peers.end());
+        }
+        return s;
+      },
+      n, count, 64, op);
 }
 
 INSTANTIATE_TEST_SUITE_P(HostsRanksCounts, Hierarchy,
