@@ -1,5 +1,7 @@
 #include "comm/communicator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -64,6 +66,11 @@ void Communicator::connect(const UniqueId& id) {
   if (algo_ != "auto" && algo_ != "ring" && algo_ != "rd" && algo_ != "hier") {
     fail(tidalInvalidArgument,
          "rank {}: TIDAL_ALLREDUCE_ALGO='{}' is not one of auto, ring, rd, hier", rank_, algo_);
+  }
+  busyPollMode_ = params::getString("TIDAL_BUSY_POLL");
+  if (busyPollMode_ != "auto" && busyPollMode_ != "0" && busyPollMode_ != "1") {
+    fail(tidalInvalidArgument, "rank {}: TIDAL_BUSY_POLL='{}' is not one of auto, 0, 1", rank_,
+         busyPollMode_);
   }
   bootstrap_ = Bootstrap::create(id, rank_, nranks_);
   if (nranks_ > 1) connectPeers();
@@ -154,6 +161,8 @@ void Communicator::connectPeers() {
   for (const auto& rec : records)
     hostOfRank.emplace_back(rec.hostId, strnlen(rec.hostId, kMaxHostIdBytes));
   topology_ = coll::Topology::fromHostKeys(hostOfRank, rank_);
+  chooseSpinMode(static_cast<int>(
+      std::count(hostOfRank.begin(), hostOfRank.end(), hostOfRank[static_cast<size_t>(rank_)])));
   if (topology_.hierarchical()) {
     for (int p : coll::hierarchicalPeers(topology_)) {
       sendPeers.insert(p);
@@ -178,6 +187,15 @@ void Communicator::connectPeers() {
     engine_->addRecvConnection(peer, c.get());
     TIDAL_INFO(Init, "rank {} <- {}: {}", rank_, peer, c->describe());
   }
+}
+
+void Communicator::chooseSpinMode(int ranksOnThisHost) {
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  const bool busy =
+      busyPollMode_ == "auto" ? cpus > 0 && ranksOnThisHost <= cpus : busyPollMode_ == "1";
+  engine_->setBusyPoll(busy);
+  TIDAL_INFO(Init, "rank {}: {} rank(s) on this host, {} CPU(s): waits {}", rank_, ranksOnThisHost,
+             cpus, busy ? "busy-poll, then sleep" : "yield, then sleep");
 }
 
 Communicator::AllReduceAlgo Communicator::chooseAllReduce(size_t bytes) const {
@@ -210,8 +228,9 @@ void Communicator::breakWith(const Error& error) {
   for (auto& [peer, c] : recvFrom_) c->abort();
 }
 
-void Communicator::execute(const coll::Schedule& schedule, const void* sendbuff, void* recvbuff,
-                           const char* what) {
+template <typename Build>
+void Communicator::execute(const char* what, const ScheduleCache::Key& key, const void* sendbuff,
+                           void* recvbuff, Build&& build) {
   std::unique_lock lock(opMutex_, std::try_to_lock);
   if (!lock.owns_lock()) {
     fail(tidalInvalidUsage,
@@ -225,25 +244,43 @@ void Communicator::execute(const coll::Schedule& schedule, const void* sendbuff,
          brokenText_);
   }
   try {
-    engine_->run(schedule, sendbuff, recvbuff, what);
+    engine_->run(schedules_.get(key, build), sendbuff, recvbuff, what);
   } catch (const Error& e) {
     breakWith(e);
     throw;
   }
 }
 
+// The builders a schedule-cache key can name.
+enum Collective : int {
+  kAllReduceRing,
+  kAllReduceRecursiveDoubling,
+  kAllReduceHierarchical,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kReduce,
+  kBarrier
+};
+
 void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
                              tidalDataType_t type, tidalRedOp_t op) {
   const auto a = args(count, type, op, 0, sendbuff == recvbuff);
+  const auto key = [&](int collective) {
+    return ScheduleCache::Key{collective, count, type, op, 0, a.inPlace};
+  };
   switch (chooseAllReduce(count * typeSize(type))) {
     case AllReduceAlgo::RecursiveDoubling:
-      execute(coll::recursiveDoublingAllReduce(a), sendbuff, recvbuff, "AllReduce");
+      execute("AllReduce", key(kAllReduceRecursiveDoubling), sendbuff, recvbuff,
+              [&] { return coll::recursiveDoublingAllReduce(a); });
       break;
     case AllReduceAlgo::Hierarchical:
-      execute(coll::hierarchicalAllReduce(a, topology_), sendbuff, recvbuff, "AllReduce");
+      execute("AllReduce", key(kAllReduceHierarchical), sendbuff, recvbuff,
+              [&] { return coll::hierarchicalAllReduce(a, topology_); });
       break;
     case AllReduceAlgo::Ring:
-      execute(coll::ringAllReduce(a), sendbuff, recvbuff, "AllReduce");
+      execute("AllReduce", key(kAllReduceRing), sendbuff, recvbuff,
+              [&] { return coll::ringAllReduce(a); });
       break;
   }
 }
@@ -252,36 +289,40 @@ void Communicator::allGather(const void* sendbuff, void* recvbuff, size_t sendco
                              tidalDataType_t type) {
   const char* mySlot =
       static_cast<const char*>(recvbuff) + static_cast<size_t>(rank_) * sendcount * typeSize(type);
-  execute(coll::ringAllGather(args(sendcount, type, tidalSum, 0, sendbuff == mySlot)), sendbuff,
-          recvbuff, "AllGather");
+  const auto a = args(sendcount, type, tidalSum, 0, sendbuff == mySlot);
+  execute("AllGather", {kAllGather, sendcount, type, tidalSum, 0, a.inPlace}, sendbuff, recvbuff,
+          [&] { return coll::ringAllGather(a); });
 }
 
 void Communicator::reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                  tidalDataType_t type, tidalRedOp_t op) {
   const char* mySlot =
       static_cast<const char*>(sendbuff) + static_cast<size_t>(rank_) * recvcount * typeSize(type);
-  execute(coll::ringReduceScatter(args(recvcount, type, op, 0, recvbuff == mySlot)), sendbuff,
-          recvbuff, "ReduceScatter");
+  const auto a = args(recvcount, type, op, 0, recvbuff == mySlot);
+  execute("ReduceScatter", {kReduceScatter, recvcount, type, op, 0, a.inPlace}, sendbuff, recvbuff,
+          [&] { return coll::ringReduceScatter(a); });
 }
 
 void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
                              tidalDataType_t type, int root) {
-  execute(coll::chainBroadcast(args(count, type, tidalSum, root, sendbuff == recvbuff)), sendbuff,
-          recvbuff, "Broadcast");
+  const auto a = args(count, type, tidalSum, root, sendbuff == recvbuff);
+  execute("Broadcast", {kBroadcast, count, type, tidalSum, root, a.inPlace}, sendbuff, recvbuff,
+          [&] { return coll::chainBroadcast(a); });
 }
 
 void Communicator::reduce(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type,
                           tidalRedOp_t op, int root) {
-  execute(coll::chainReduce(args(count, type, op, root, sendbuff == recvbuff)), sendbuff, recvbuff,
-          "Reduce");
+  const auto a = args(count, type, op, root, sendbuff == recvbuff);
+  execute("Reduce", {kReduce, count, type, op, root, a.inPlace}, sendbuff, recvbuff,
+          [&] { return coll::chainReduce(a); });
 }
 
 void Communicator::barrier() {
   // An AllReduce of one byte per rank: every exchange carries data, so no
   // rank leaves before every rank has arrived.
-  execute(
-      coll::recursiveDoublingAllReduce(args(barrierBuffer_.size(), tidalUint8, tidalMax, 0, true)),
-      barrierBuffer_.data(), barrierBuffer_.data(), "Barrier");
+  const auto a = args(barrierBuffer_.size(), tidalUint8, tidalMax, 0, true);
+  execute("Barrier", {kBarrier, a.count, a.type, a.op, 0, true}, barrierBuffer_.data(),
+          barrierBuffer_.data(), [&] { return coll::recursiveDoublingAllReduce(a); });
 }
 
 void Communicator::abort() {

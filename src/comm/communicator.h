@@ -18,6 +18,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/schedule.h"
+#include "comm/schedule_cache.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "transports/transport.h"
@@ -72,13 +73,18 @@ class Communicator {
  private:
   Communicator(int rank, int nranks) : rank_(rank), nranks_(nranks) {}
   void connect(const UniqueId& id);
-  void execute(const coll::Schedule& schedule, const void* sendbuff, void* recvbuff,
-               const char* what);
+  // Runs the schedule `build()` makes (or the cached one for `key`) with the
+  // communicator locked for this call.
+  template <typename Build>
+  void execute(const char* what, const ScheduleCache::Key& key, const void* sendbuff,
+               void* recvbuff, Build&& build);
   coll::CollectiveArgs args(size_t count, tidalDataType_t type, tidalRedOp_t op, int root,
                             bool inPlace) const;
   void breakWith(const Error& error);
   enum class AllReduceAlgo { Ring, RecursiveDoubling, Hierarchical };
   AllReduceAlgo chooseAllReduce(size_t bytes) const;
+  // Busy-poll when this host's ranks fit its CPUs, else yield (TIDAL_BUSY_POLL).
+  void chooseSpinMode(int ranksOnThisHost);
 
   int rank_;
   int nranks_;
@@ -97,8 +103,10 @@ class Communicator {
   std::map<int, std::unique_ptr<Connection>> recvFrom_;
   size_t rdMaxBytes_ = 0;
   std::string algo_ = "auto";
+  std::string busyPollMode_ = "auto";
   coll::Topology topology_;
   std::unique_ptr<Engine> engine_;
+  ScheduleCache schedules_;  // used only under opMutex_
   std::vector<uint8_t> barrierBuffer_;
 
   std::mutex opMutex_;

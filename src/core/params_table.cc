@@ -54,6 +54,9 @@ const std::vector<Definition>& definitions() {
        "Receive staging slots of TIDAL_CHUNK_SIZE per connection (persistent, pre-touched)."},
       {"TIDAL_SPIN_US", Kind::Int, "50",
        "Microseconds a wait spins before it sleeps in poll(); keep small when oversubscribed."},
+      {"TIDAL_BUSY_POLL", Kind::String, "auto",
+       "How a wait spins: 1 busy-polls, 0 yields the CPU each round, auto busy-polls when the "
+       "host's ranks fit its CPUs."},
   };
   return kDefinitions;
 }

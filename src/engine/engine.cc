@@ -3,10 +3,11 @@
 #include <poll.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <cstring>
-#include <set>
 #include <vector>
 
+#include "core/cpu_relax.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -46,12 +47,20 @@ class Engine::Run {
         what_(what),
         send_(static_cast<const char*>(sendbuff)),
         recv_(static_cast<char*>(recvbuff)),
-        sendSeq_(s.sends.size()),
-        recvSeq_(s.recvs.size()),
-        recvSlot_(s.recvs.size(), -1),
-        recvDone_(s.recvs.size(), 0) {
-    for (const auto& op : s.sends) sendConns_.insert(&e_.sendConnection(op.peer, what));
-    for (const auto& op : s.recvs) recvConns_.insert(&e_.recvConnection(op.peer, what));
+        st_(engine.state_) {
+    st_.sendSeq.assign(s.sends.size(), 0);
+    st_.recvSeq.assign(s.recvs.size(), 0);
+    st_.recvSlot.assign(s.recvs.size(), -1);
+    st_.recvDone.assign(s.recvs.size(), 0);
+    // Every connection the schedule touches, once each (a handful: a linear
+    // scan beats a set, and allocates nothing once the vector has grown).
+    st_.connections.clear();
+    auto note = [this](Connection* c) {
+      if (std::find(st_.connections.begin(), st_.connections.end(), c) == st_.connections.end())
+        st_.connections.push_back(c);
+    };
+    for (const auto& op : s.sends) note(&e_.sendConnection(op.peer, what));
+    for (const auto& op : s.recvs) note(&e_.recvConnection(op.peer, what));
     freeSlots_ = e_.options_.stagingSlots;
   }
 
@@ -59,15 +68,14 @@ class Engine::Run {
     for (const auto& c : s_.prologue) std::memcpy(resolve(c.dst), resolve(c.src), c.bytes);
     auto lastMove = Clock::now();
     while (sendsDone_ < s_.sends.size() || recvsDone_ < s_.recvs.size()) {
-      if (e_.aborted_) {
+      if (e_.aborted_.load(std::memory_order_relaxed)) {
         fail(tidalRemoteError, "rank {}: {} aborted (tidalCommAbort or an earlier error)", e_.rank_,
              what_);
       }
       postSends();
       postRecvs();
       bool moved = false;
-      for (Connection* c : sendConns_) moved |= c->progress();
-      for (Connection* c : recvConns_) moved |= c->progress();
+      for (Connection* c : st_.connections) moved |= c->progress();
       moved |= completeRecvs();
       completeSends();
       if (moved) {
@@ -98,9 +106,9 @@ class Engine::Run {
   void postSends() {
     while (nextSend_ < s_.sends.size()) {
       const auto& op = s_.sends[nextSend_];
-      if (op.afterRecv >= 0 && !recvDone_[static_cast<size_t>(op.afterRecv)]) return;
+      if (op.afterRecv >= 0 && !st_.recvDone[static_cast<size_t>(op.afterRecv)]) return;
       Connection& c = e_.sendConnection(op.peer, what_);
-      sendSeq_[nextSend_] = c.posted();
+      st_.sendSeq[nextSend_] = c.posted();
       c.post(resolve(op.src), op.bytes);
       ++nextSend_;
     }
@@ -116,12 +124,12 @@ class Engine::Run {
         const int slot = nextSlot_;
         nextSlot_ = (nextSlot_ + 1) % e_.options_.stagingSlots;
         --freeSlots_;
-        recvSlot_[nextRecvPost_] = slot;
+        st_.recvSlot[nextRecvPost_] = slot;
         target = slotAddress(slot);
       } else {
         target = resolve(op.dst);
       }
-      recvSeq_[nextRecvPost_] = c.posted();
+      st_.recvSeq[nextRecvPost_] = c.posted();
       c.post(target, op.bytes);
       ++nextRecvPost_;
     }
@@ -131,14 +139,14 @@ class Engine::Run {
     bool any = false;
     while (recvsDone_ < nextRecvPost_) {
       const auto& op = s_.recvs[recvsDone_];
-      if (e_.recvConnection(op.peer, what_).completed() <= recvSeq_[recvsDone_]) break;
+      if (e_.recvConnection(op.peer, what_).completed() <= st_.recvSeq[recvsDone_]) break;
       if (op.afterSend >= 0 && !sendComplete(static_cast<size_t>(op.afterSend))) break;
       if (op.reduce) {
-        reduce(resolve(op.dst), resolve(op.localInput), slotAddress(recvSlot_[recvsDone_]),
+        reduce(resolve(op.dst), resolve(op.localInput), slotAddress(st_.recvSlot[recvsDone_]),
                op.bytes / typeSize(s_.type), s_.type, s_.op, op.divisor);
         ++freeSlots_;  // slots are used and freed in FIFO order
       }
-      recvDone_[recvsDone_] = 1;
+      st_.recvDone[recvsDone_] = 1;
       ++recvsDone_;
       any = true;
     }
@@ -146,13 +154,13 @@ class Engine::Run {
   }
 
   bool sendComplete(size_t i) const {
-    return i < nextSend_ && e_.sendConnection(s_.sends[i].peer, what_).completed() > sendSeq_[i];
+    return i < nextSend_ && e_.sendConnection(s_.sends[i].peer, what_).completed() > st_.sendSeq[i];
   }
 
   void completeSends() {
     while (sendsDone_ < nextSend_) {
       const auto& op = s_.sends[sendsDone_];
-      if (e_.sendConnection(op.peer, what_).completed() <= sendSeq_[sendsDone_]) break;
+      if (e_.sendConnection(op.peer, what_).completed() <= st_.sendSeq[sendsDone_]) break;
       ++sendsDone_;
     }
   }
@@ -160,15 +168,18 @@ class Engine::Run {
   void waitForActivity(Clock::time_point lastMove) {
     const auto now = Clock::now();
     if (now - lastMove < e_.options_.spin) {
-      sched_yield();  // spin politely: another rank on this core may be the one we wait for
+      if (e_.options_.busyPoll) {
+        cpuRelax();  // the peer has a core of its own: watch memory, no system call
+      } else {
+        sched_yield();  // spin politely: another rank on this core may be the one we wait for
+      }
       return;
     }
     if (now - lastMove > e_.options_.timeout) timeout();
-    pollFds_.clear();  // reused: no allocation per sleep
-    for (Connection* c : sendConns_) c->addPollFds(pollFds_);
-    for (Connection* c : recvConns_) c->addPollFds(pollFds_);
+    st_.pollFds.clear();  // reused: no allocation per sleep
+    for (Connection* c : st_.connections) c->addPollFds(st_.pollFds);
     // Short sleeps keep abort and the timeout responsive.
-    ::poll(pollFds_.data(), pollFds_.size(), 100);
+    ::poll(st_.pollFds.data(), st_.pollFds.size(), 100);
   }
 
   [[noreturn]] void timeout() const {
@@ -189,11 +200,7 @@ class Engine::Run {
   const char* what_;
   const char* send_;
   char* recv_;
-  std::set<Connection*> sendConns_, recvConns_;
-  std::vector<uint64_t> sendSeq_, recvSeq_;
-  std::vector<int> recvSlot_;
-  std::vector<char> recvDone_;
-  std::vector<pollfd> pollFds_;
+  RunState& st_;
   size_t nextSend_ = 0, sendsDone_ = 0;
   size_t nextRecvPost_ = 0, recvsDone_ = 0;
   int freeSlots_ = 0, nextSlot_ = 0;

@@ -8,16 +8,25 @@
 // the receive they forward, so chunks flow around the ring in a pipeline.
 //
 // Waiting: when nothing moves, the engine spins for TIDAL_SPIN_US (cheap when
-// the peer is about to answer) and then sleeps in poll() on the sockets it
-// waits for, so 4 or 8 ranks on 2 cores do not starve each other. A wait in
-// which no byte moves for TIDAL_TIMEOUT seconds fails with tidalTimeout,
-// naming the peers it waited for; abort() from another thread ends it at once.
+// the peer is about to answer) and then sleeps in poll() on the descriptors
+// its connections name, so 4 or 8 ranks on 2 cores do not starve each other.
+// How it spins depends on whether the ranks of this host fit its CPUs: if
+// they do, it busy-polls with a pause instruction (a system call costs about
+// a microsecond in a virtual machine, longer than a shared-memory hop); if
+// they do not, every round yields the CPU, because the rank it waits for may
+// need this very core. A wait in which no byte moves for TIDAL_TIMEOUT seconds
+// fails with tidalTimeout, naming the peers it waited for; abort() from
+// another thread ends it at once.
+//
+// A run allocates nothing once the engine has seen a schedule as large: its
+// bookkeeping vectors live in the engine and are reused.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "collectives/schedule.h"
 #include "core/host_buffer.h"
@@ -30,6 +39,8 @@ struct EngineOptions {
   int stagingSlots;
   std::chrono::microseconds spin;
   std::chrono::seconds timeout;
+  // true: spin with a pause instruction; false: yield the CPU every round.
+  bool busyPoll = false;
 };
 
 class Engine {
@@ -41,6 +52,7 @@ class Engine {
   void addRecvConnection(int peer, Connection* connection) { recvFrom_[peer] = connection; }
 
   const EngineOptions& options() const { return options_; }
+  void setBusyPoll(bool busyPoll) { options_.busyPoll = busyPoll; }
 
   // Runs `schedule` to completion; `what` names the collective in errors.
   void run(const coll::Schedule& schedule, const void* sendbuff, void* recvbuff, const char* what);
@@ -59,6 +71,15 @@ class Engine {
   std::map<int, Connection*> recvFrom_;
   HostBuffer staging_;
   HostBuffer scratch_;
+  // Bookkeeping of the current run, kept between runs so a run does not allocate.
+  struct RunState {
+    std::vector<Connection*> connections;
+    std::vector<uint64_t> sendSeq, recvSeq;
+    std::vector<int> recvSlot;
+    std::vector<char> recvDone;
+    std::vector<pollfd> pollFds;
+  };
+  RunState state_;
   std::atomic<bool> aborted_{false};
 };
 

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include <cstdint>
@@ -114,6 +115,21 @@ TEST(Api, InitRankChecksItsArguments) {
   std::memset(&garbage, 0xff, sizeof garbage);
   EXPECT_EQ(tidalCommInitRank(&comm, 2, garbage, 0), tidalInvalidArgument);
   EXPECT_THAT(std::string(tidalGetLastError(nullptr)), HasSubstr("commId"));
+}
+
+TEST(Api, BadSettingsAreNamedAtInit) {
+  // Checked before the rendezvous, so every rank fails alike instead of some waiting.
+  for (const auto& [name, value] : std::vector<std::pair<const char*, const char*>>{
+           {"TIDAL_BUSY_POLL", "sometimes"}, {"TIDAL_ALLREDUCE_ALGO", "fastest"}}) {
+    // libtidal reads TIDAL_* from the environment at each init.
+    setenv(name, value, 1);
+    tidalComm_t comms[2];
+    EXPECT_EQ(tidalCommInitAll(comms, 2, nullptr), tidalInvalidArgument) << name;
+    unsetenv(name);
+    const std::string text = tidalGetLastError(nullptr);
+    EXPECT_THAT(text, HasSubstr(name));
+    EXPECT_THAT(text, HasSubstr(value));
+  }
 }
 
 TEST(Api, ErrorStringsAreDistinct) {
