@@ -15,7 +15,7 @@
 // within a phase, chunks pipeline as in the flat ring.
 #include <map>
 
-#include "collectives/ring_steps.h"
+#include "collectives/host_grid.h"
 #include "core/dtype.h"
 
 namespace tidal::coll {
@@ -39,12 +39,8 @@ Topology Topology::fromHostKeys(const std::vector<std::string>& keyOfRank, int r
 }
 
 std::vector<int> hierarchicalPeers(const Topology& t) {
-  const int L = static_cast<int>(t.hosts[0].size()), H = static_cast<int>(t.hosts.size());
-  const auto& host = t.hosts[static_cast<size_t>(t.myHost)];
-  return {host[static_cast<size_t>(mod(t.myLocal + 1, L))],
-          host[static_cast<size_t>(mod(t.myLocal - 1, L))],
-          t.hosts[static_cast<size_t>(mod(t.myHost + 1, H))][static_cast<size_t>(t.myLocal)],
-          t.hosts[static_cast<size_t>(mod(t.myHost - 1, H))][static_cast<size_t>(t.myLocal)]};
+  const HostGrid grid(t);
+  return {grid.nextLocal(), grid.prevLocal(), grid.nextHost(), grid.prevHost()};
 }
 
 Schedule hierarchicalAllReduce(const CollectiveArgs& a, const Topology& t) {
@@ -53,13 +49,10 @@ Schedule hierarchicalAllReduce(const CollectiveArgs& a, const Topology& t) {
   s.op = a.op == tidalAvg ? tidalSum : a.op;
   const size_t ts = typeSize(a.type);
   if (a.count == 0) return s;
-  const int L = static_cast<int>(t.hosts[0].size()), H = static_cast<int>(t.hosts.size());
-  const int l = t.myLocal, h = t.myHost;
-  const auto& host = t.hosts[static_cast<size_t>(h)];
-  const int nextLocal = host[static_cast<size_t>(mod(l + 1, L))];
-  const int prevLocal = host[static_cast<size_t>(mod(l - 1, L))];
-  const int nextHost = t.hosts[static_cast<size_t>(mod(h + 1, H))][static_cast<size_t>(l)];
-  const int prevHost = t.hosts[static_cast<size_t>(mod(h - 1, H))][static_cast<size_t>(l)];
+  const HostGrid grid(t);
+  const int L = grid.L, H = grid.H, l = grid.l, h = grid.h;
+  const int nextLocal = grid.nextLocal(), prevLocal = grid.prevLocal();
+  const int nextHost = grid.nextHost(), prevHost = grid.prevHost();
   const size_t chunk = chunkElems(a.chunkBytes, ts);
   auto lastRecv = [&s] { return static_cast<int64_t>(s.recvs.size()) - 1; };
 

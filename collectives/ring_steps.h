@@ -4,6 +4,7 @@
 // chunk it received at step g - 1.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <functional>
 #include <vector>
@@ -31,11 +32,30 @@ inline size_t chunkElems(size_t chunkBytes, size_t typeSize) {
   return std::max<size_t>(1, chunkBytes / typeSize);
 }
 
-// Emits the ring: for g in [0, steps), send segment sendSeg(g) to the right and
-// receive segment sendSeg(g) - 1 from the left, chunk by chunk. `makeSend` and
-// `makeRecv` fill in buffers for (step, element range); dependencies are wired
-// here: send (g, c) waits for recv (g - 1, c). Empty chunks are skipped on
-// both sides consistently because both compute the same ranges.
+// Which receive of a ring delivered each (member segment, piece, chunk):
+// lets a later phase start a chunk as soon as the chunk it needs has landed
+// instead of waiting for the whole earlier phase.
+struct RingReceipts {
+  size_t pieces = 1, chunks = 0;
+  std::vector<int64_t> index;  // [member][piece][chunk] -> receive index, -1: never received
+  int64_t of(int member, int piece, size_t chunk) const {
+    return index[(static_cast<size_t>(member) * pieces + static_cast<size_t>(piece)) * chunks +
+                 chunk];
+  }
+};
+
+// Emits the ring: for g in [0, steps), send segment sendSegment(g) to the right
+// and receive segment sendSegment(g) - 1 from the left, chunk by chunk.
+// `makeSend` and `makeRecv` fill in buffers for (step, element range);
+// dependencies are wired here: send (g, c) waits for recv (g - 1, c). Empty
+// chunks are skipped on both sides consistently because both compute the
+// same ranges.
+//
+// By default member j's segment is the j-th of nranks even splits of
+// [base, base + count). Hierarchical AllGather and ReduceScatter need
+// segments that are scattered over the buffer: there `piece(j, p)` gives
+// piece p of member j's segment (pieceCount pieces, the same shape for every
+// member), and each piece is chunked and forwarded on its own.
 struct RingEmitter {
   int nranks, steps;
   size_t count;  // elements in the whole (segmented) buffer
@@ -45,11 +65,18 @@ struct RingEmitter {
   std::function<RecvOp(int step, Range r)> makeRecv;
   // For rings over part of a buffer (hierarchical phases): the region starts
   // at element `base`, and step 0 sends wait for receive `firstDependency`
-  // of an earlier phase (-1: none).
+  // of an earlier phase (-1: none), or, where `firstStepDependency` is set,
+  // for the receive it names for (member, piece, chunk).
   size_t base = 0;
   int64_t firstDependency = -1;
+  std::function<int64_t(int member, int piece, size_t chunk)> firstStepDependency{};
+  int pieceCount = 1;
+  std::function<Range(int member, int piece)> piece{};
 
-  void emit(Schedule& s) const;
+  RingReceipts emit(Schedule& s) const;
+
+ private:
+  Range pieceOf(int member, int p) const;
 };
 
 }  // namespace tidal::coll

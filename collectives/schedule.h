@@ -109,7 +109,15 @@ struct Topology {
 // local index, ring allgather inside each host. Only one copy of each reduced
 // byte crosses between hosts. Requires topo.hierarchical().
 Schedule hierarchicalAllReduce(const CollectiveArgs& args, const Topology& topo);
-// Peers a rank talks to in hierarchicalAllReduce.
+// Hierarchical AllGather (hierarchical_allgather.cc): ring allgather of own
+// blocks across hosts between ranks of the same local index, then ring
+// allgather of those "columns" inside each host.
+Schedule hierarchicalAllGather(const CollectiveArgs& args, const Topology& topo);
+// Hierarchical ReduceScatter (hierarchical_reduce_scatter.cc): ring
+// reduce-scatter of columns inside each host, then ring reduce-scatter of each
+// host-reduced column across hosts.
+Schedule hierarchicalReduceScatter(const CollectiveArgs& args, const Topology& topo);
+// Peers a rank talks to in every hierarchical schedule.
 std::vector<int> hierarchicalPeers(const Topology& topo);
 
 // Pipelined chains along the ring order, starting at (Broadcast) or ending at

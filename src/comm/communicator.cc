@@ -67,6 +67,14 @@ void Communicator::connect(const UniqueId& id) {
     fail(tidalInvalidArgument,
          "rank {}: TIDAL_ALLREDUCE_ALGO='{}' is not one of auto, ring, rd, hier", rank_, algo_);
   }
+  for (auto [name, value] : {std::pair{"TIDAL_ALLGATHER_ALGO", &allGatherAlgo_},
+                             std::pair{"TIDAL_REDUCESCATTER_ALGO", &reduceScatterAlgo_}}) {
+    *value = params::getString(name);
+    if (*value != "auto" && *value != "ring" && *value != "hier") {
+      fail(tidalInvalidArgument, "rank {}: {}='{}' is not one of auto, ring, hier", rank_, name,
+           *value);
+    }
+  }
   busyPollMode_ = params::getString("TIDAL_BUSY_POLL");
   if (busyPollMode_ != "auto" && busyPollMode_ != "0" && busyPollMode_ != "1") {
     fail(tidalInvalidArgument, "rank {}: TIDAL_BUSY_POLL='{}' is not one of auto, 0, 1", rank_,
@@ -171,7 +179,7 @@ void Communicator::connectPeers() {
   }
   TIDAL_INFO(Init, "rank {}: {} host(s){}", rank_,
              topology_.hosts.empty() ? 0 : topology_.hosts.size(),
-             topology_.hierarchical() ? ", hierarchical AllReduce available" : "");
+             topology_.hierarchical() ? ", hierarchical collectives available" : "");
   const Deadline deadline = deadlineFromNow();
   for (int peer : sendPeers) {
     const std::string name = chooseTransport(peer, records);
@@ -257,7 +265,9 @@ enum Collective : int {
   kAllReduceRecursiveDoubling,
   kAllReduceHierarchical,
   kAllGather,
+  kAllGatherHierarchical,
   kReduceScatter,
+  kReduceScatterHierarchical,
   kBroadcast,
   kReduce,
   kBarrier
@@ -285,11 +295,21 @@ void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
   }
 }
 
+bool Communicator::useHierarchical(const std::string& algo) const {
+  // "hier" on a single host (or uneven hosts) falls back to the ring, as for AllReduce.
+  return algo != "ring" && topology_.hierarchical();
+}
+
 void Communicator::allGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                              tidalDataType_t type) {
   const char* mySlot =
       static_cast<const char*>(recvbuff) + static_cast<size_t>(rank_) * sendcount * typeSize(type);
   const auto a = args(sendcount, type, tidalSum, 0, sendbuff == mySlot);
+  if (useHierarchical(allGatherAlgo_)) {
+    execute("AllGather", {kAllGatherHierarchical, sendcount, type, tidalSum, 0, a.inPlace},
+            sendbuff, recvbuff, [&] { return coll::hierarchicalAllGather(a, topology_); });
+    return;
+  }
   execute("AllGather", {kAllGather, sendcount, type, tidalSum, 0, a.inPlace}, sendbuff, recvbuff,
           [&] { return coll::ringAllGather(a); });
 }
@@ -299,6 +319,11 @@ void Communicator::reduceScatter(const void* sendbuff, void* recvbuff, size_t re
   const char* mySlot =
       static_cast<const char*>(sendbuff) + static_cast<size_t>(rank_) * recvcount * typeSize(type);
   const auto a = args(recvcount, type, op, 0, recvbuff == mySlot);
+  if (useHierarchical(reduceScatterAlgo_)) {
+    execute("ReduceScatter", {kReduceScatterHierarchical, recvcount, type, op, 0, a.inPlace},
+            sendbuff, recvbuff, [&] { return coll::hierarchicalReduceScatter(a, topology_); });
+    return;
+  }
   execute("ReduceScatter", {kReduceScatter, recvcount, type, op, 0, a.inPlace}, sendbuff, recvbuff,
           [&] { return coll::ringReduceScatter(a); });
 }

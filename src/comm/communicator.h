@@ -103,6 +103,10 @@ class Communicator {
   std::map<int, std::unique_ptr<Connection>> recvFrom_;
   size_t rdMaxBytes_ = 0;
   std::string algo_ = "auto";
+  std::string allGatherAlgo_ = "auto";
+  std::string reduceScatterAlgo_ = "auto";
+  // AllGather / ReduceScatter: hierarchical unless `algo` is "ring" or ranks do not span hosts.
+  bool useHierarchical(const std::string& algo) const;
   std::string busyPollMode_ = "auto";
   coll::Topology topology_;
   std::unique_ptr<Engine> engine_;

@@ -47,6 +47,10 @@ const std::vector<Definition>& definitions() {
        "Pipeline chunk in bytes: ring steps are cut into chunks so send, recv, reduce overlap."},
       {"TIDAL_ALLREDUCE_ALGO", Kind::String, "auto",
        "AllReduce algorithm: auto, ring, rd (recursive doubling), hier (hierarchical by host)."},
+      {"TIDAL_ALLGATHER_ALGO", Kind::String, "auto",
+       "AllGather algorithm: auto (hier when ranks span equal hosts, else ring), ring, hier."},
+      {"TIDAL_REDUCESCATTER_ALGO", Kind::String, "auto",
+       "ReduceScatter algorithm: auto (hier when ranks span equal hosts, else ring), ring, hier."},
       {"TIDAL_ALLREDUCE_RD_BYTES", Kind::Int, "65536",
        "AllReduce of at most this many bytes uses recursive doubling (latency) instead of the "
        "ring."},

@@ -119,8 +119,11 @@ TEST(Api, InitRankChecksItsArguments) {
 
 TEST(Api, BadSettingsAreNamedAtInit) {
   // Checked before the rendezvous, so every rank fails alike instead of some waiting.
-  for (const auto& [name, value] : std::vector<std::pair<const char*, const char*>>{
-           {"TIDAL_BUSY_POLL", "sometimes"}, {"TIDAL_ALLREDUCE_ALGO", "fastest"}}) {
+  for (const auto& [name, value] :
+       std::vector<std::pair<const char*, const char*>>{{"TIDAL_BUSY_POLL", "sometimes"},
+                                                        {"TIDAL_ALLREDUCE_ALGO", "fastest"},
+                                                        {"TIDAL_ALLGATHER_ALGO", "rd"},
+                                                        {"TIDAL_REDUCESCATTER_ALGO", "tree"}}) {
     // libtidal reads TIDAL_* from the environment at each init.
     setenv(name, value, 1);
     tidalComm_t comms[2];

@@ -105,9 +105,8 @@ int32_t value(int r, size_t i) { return static_cast<int32_t>((r + 1) * 1000 + i 
 
 class Schedules : public ::testing::TestWithParam<std::tuple<int, size_t, size_t>> {};
 
-// Runs an AllReduce schedule family on n ranks and checks every rank's sums.
 // Runs an AllReduce schedule family on n ranks and checks every rank's sum
-// (or, for avg, the truncated mean).
+// (or max, or, for avg, the truncated mean).
 void expectAllReduceSums(const std::function<Schedule(const CollectiveArgs&)>& make, int n,
                          size_t count, size_t chunk, tidalRedOp_t op = tidalSum) {
   std::vector<RankState> ranks(static_cast<size_t>(n));
@@ -122,8 +121,12 @@ void expectAllReduceSums(const std::function<Schedule(const CollectiveArgs&)>& m
   for (int r = 0; r < n; ++r) {
     for (size_t i = 0; i < count; ++i) {
       int64_t sum = 0;
-      for (int k = 0; k < n; ++k) sum += value(k, i);
-      const auto want = static_cast<int32_t>(op == tidalAvg ? sum / n : sum);
+      int32_t max = value(0, i);
+      for (int k = 0; k < n; ++k) {
+        sum += value(k, i);
+        max = std::max(max, value(k, i));
+      }
+      const auto want = static_cast<int32_t>(op == tidalMax ? max : op == tidalAvg ? sum / n : sum);
       ASSERT_EQ(reinterpret_cast<int32_t*>(ranks[r].recv.data())[i], want)
           << "rank " << r << " i " << i;
     }
@@ -148,11 +151,13 @@ TEST_P(Schedules, RecursiveDoublingAllReduceSumsEverything) {
   }
 }
 
-TEST_P(Schedules, AllGatherCollectsEveryBlock) {
-  const auto [n, count, chunk] = GetParam();
+using Builder = std::function<Schedule(const CollectiveArgs&)>;
+
+// Runs an AllGather schedule family on n ranks and checks every rank's blocks.
+void expectAllGatherBlocks(const Builder& make, int n, size_t count, size_t chunk) {
   std::vector<RankState> ranks(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
-    ranks[r].schedule = ringAllGather(argsFor(r, n, count, tidalSum, 0, chunk));
+    ranks[r].schedule = make(argsFor(r, n, count, tidalSum, 0, chunk));
     ranks[r].send.resize(count * 4);
     ranks[r].recv.assign(count * 4 * static_cast<size_t>(n), 0);
     for (size_t i = 0; i < count; ++i)
@@ -164,18 +169,21 @@ TEST_P(Schedules, AllGatherCollectsEveryBlock) {
       for (size_t i = 0; i < count; ++i) {
         ASSERT_EQ(
             reinterpret_cast<int32_t*>(ranks[r].recv.data())[static_cast<size_t>(k) * count + i],
-            value(k, i));
+            value(k, i))
+            << "rank " << r << " block " << k << " i " << i;
       }
     }
   }
 }
 
-TEST_P(Schedules, ReduceScatterGivesEachRankItsSegment) {
-  const auto [n, count, chunk] = GetParam();
+// Runs a ReduceScatter schedule family on n ranks and checks each rank's
+// segment (sum, max, or the truncated mean for avg).
+void expectReduceScatterSegments(const Builder& make, int n, size_t count, size_t chunk,
+                                 tidalRedOp_t op) {
   std::vector<RankState> ranks(static_cast<size_t>(n));
   const size_t total = count * static_cast<size_t>(n);
   for (int r = 0; r < n; ++r) {
-    ranks[r].schedule = ringReduceScatter(argsFor(r, n, count, tidalMax, 0, chunk));
+    ranks[r].schedule = make(argsFor(r, n, count, op, 0, chunk));
     ranks[r].send.resize(total * 4);
     ranks[r].recv.assign(count * 4, 0);
     for (size_t i = 0; i < total; ++i)
@@ -185,11 +193,28 @@ TEST_P(Schedules, ReduceScatterGivesEachRankItsSegment) {
   for (int r = 0; r < n; ++r) {
     for (size_t i = 0; i < count; ++i) {
       const size_t g = static_cast<size_t>(r) * count + i;
-      int32_t want = value(0, g);
-      for (int k = 0; k < n; ++k) want = std::max(want, value((k + static_cast<int>(g)) % n, g));
-      ASSERT_EQ(reinterpret_cast<int32_t*>(ranks[r].recv.data())[i], want);
+      int64_t sum = 0;
+      int32_t max = value(0, g);
+      for (int k = 0; k < n; ++k) {
+        const int32_t v = value((k + static_cast<int>(g)) % n, g);
+        sum += v;
+        max = std::max(max, v);
+      }
+      const auto want = static_cast<int32_t>(op == tidalMax ? max : op == tidalAvg ? sum / n : sum);
+      ASSERT_EQ(reinterpret_cast<int32_t*>(ranks[r].recv.data())[i], want)
+          << "rank " << r << " i " << i;
     }
   }
+}
+
+TEST_P(Schedules, AllGatherCollectsEveryBlock) {
+  const auto [n, count, chunk] = GetParam();
+  expectAllGatherBlocks(ringAllGather, n, count, chunk);
+}
+
+TEST_P(Schedules, ReduceScatterGivesEachRankItsSegment) {
+  const auto [n, count, chunk] = GetParam();
+  expectReduceScatterSegments(ringReduceScatter, n, count, chunk, tidalMax);
 }
 
 TEST_P(Schedules, BroadcastAndReduceFromEveryRoot) {
@@ -227,30 +252,64 @@ INSTANTIATE_TEST_SUITE_P(RanksCountsChunks, Schedules,
 
 class Hierarchy : public ::testing::TestWithParam<std::tuple<int, int, size_t, tidalRedOp_t>> {};
 
+// Wraps a hierarchical builder: ranks interleaved over hosts (so host order is
+// not rank order), and every peer a schedule uses must be one the
+// communicator connects to.
+Builder overHosts(int hostsCount, int n, Schedule (*make)(const CollectiveArgs&, const Topology&)) {
+  std::vector<std::string> keys;
+  for (int r = 0; r < n; ++r) keys.push_back("h" + std::to_string(r % hostsCount));
+  return [keys, make](const CollectiveArgs& a) {
+    const Topology t = Topology::fromHostKeys(keys, a.rank);
+    EXPECT_TRUE(t.hierarchical());
+    Schedule s = make(a, t);
+    const auto peers = hierarchicalPeers(t);
+    for (const auto& send : s.sends) {
+      EXPECT_NE(std::find(peers.begin(), peers.end(), send.peer), peers.end());
+    }
+    for (const auto& recv : s.recvs) {
+      EXPECT_NE(std::find(peers.begin(), peers.end(), recv.peer), peers.end());
+    }
+    return s;
+  };
+}
+
 TEST_P(Hierarchy, AllReduceAcrossHostsMatchesTheFlatSum) {
   const auto [hostsCount, perHost, count, op] = GetParam();
   const int n = hostsCount * perHost;
-  // Interleave ranks over hosts so host order is not rank order.
-  std::vector<std::string> keys;
-  for (int r = 0; r < n; ++r) keys.push_back("h" + std::to_string(r % hostsCount));
-  expectAllReduceSums(
-      [&](const CollectiveArgs& a) {
-        const Topology t = Topology::fromHostKeys(keys, a.rank);
-        EXPECT_TRUE(t.hierarchical());
-        Schedule s = hierarchicalAllReduce(a, t);
-        const auto peers = hierarchicalPeers(t);
-        for (const auto& send : s.sends) {
-          EXPECT_NE(std::find(peers.begin(), peers.end(), send.peer), peers.end());
-        }
-        return s;
-      },
-      n, count, 64, op);
+  expectAllReduceSums(overHosts(hostsCount, n, hierarchicalAllReduce), n, count, 64, op);
+}
+
+TEST_P(Hierarchy, AllGatherAcrossHostsCollectsEveryBlock) {
+  const auto [hostsCount, perHost, count, op] = GetParam();
+  const int n = hostsCount * perHost;
+  expectAllGatherBlocks(overHosts(hostsCount, n, hierarchicalAllGather), n, count, 64);
+}
+
+TEST_P(Hierarchy, ReduceScatterAcrossHostsGivesEachRankItsSegment) {
+  const auto [hostsCount, perHost, count, op] = GetParam();
+  const int n = hostsCount * perHost;
+  expectReduceScatterSegments(overHosts(hostsCount, n, hierarchicalReduceScatter), n, count, 64,
+                              op);
+}
+
+TEST(Hierarchy, AllGatherPhasesOverlap) {
+  // 2 hosts x 2 ranks, one chunk per block: the first send inside the host
+  // (this rank's own block) waits for nothing, the second (the block from the
+  // other host) for exactly the receive that brought it.
+  const Topology t = Topology::fromHostKeys({"a", "a", "b", "b"}, 0);
+  const Schedule s = hierarchicalAllGather({0, 4, 16, tidalInt32, tidalSum, 0, 64, false}, t);
+  ASSERT_EQ(s.sends.size(), 3u);  // 1 across, then 2 pieces of the column inside
+  ASSERT_EQ(s.recvs.size(), 3u);
+  EXPECT_EQ(s.sends[1].peer, 1);
+  EXPECT_EQ(s.sends[1].afterRecv, -1);
+  EXPECT_EQ(s.recvs[0].peer, 2);
+  EXPECT_EQ(s.sends[2].afterRecv, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(HostsRanksCounts, Hierarchy,
                          ::testing::Combine(::testing::Values(2, 3), ::testing::Values(2, 3, 4),
                                             ::testing::Values(1, 5, 1000, 4099),
-                                            ::testing::Values(tidalSum, tidalAvg)));
+                                            ::testing::Values(tidalSum, tidalAvg, tidalMax)));
 
 TEST(Topology, UnevenHostsAreNotHierarchical) {
   EXPECT_FALSE(Topology::fromHostKeys({"a", "a", "b"}, 0).hierarchical());
