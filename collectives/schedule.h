@@ -47,8 +47,13 @@ struct RecvOp {
   int peer;
   BufferRef dst;
   size_t bytes;
-  // false: the data lands in dst. true: it lands in a staging slot and then
-  // dst = localInput OP data, divided by `divisor` when non-zero (avg).
+  // false: the data lands in dst. true: dst = localInput OP data, divided by
+  // `divisor` when non-zero (avg). The engine may combine such a receive as
+  // its bytes arrive (shm) when localInput is in Buffer::Send and afterSend is
+  // -1, so a schedule must guarantee that such a Send region still holds the
+  // caller's input whenever this receive's data can arrive (in place, Send
+  // aliases Recv: no op that can complete earlier may write it). Otherwise
+  // the data lands in a staging slot and is reduced in schedule order.
   bool reduce;
   BufferRef localInput;
   int divisor;

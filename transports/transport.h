@@ -31,6 +31,15 @@ namespace tidal {
 inline constexpr size_t kMaxConnectHandleBytes = 256;
 using ConnectHandle = std::vector<uint8_t>;
 
+// Combines arriving data into place for a receive that reduces; the engine
+// supplies it, so transports stay free of reduction code.
+class ArrivalReducer {
+ public:
+  virtual ~ArrivalReducer() = default;
+  // dst[i] = local[i] OP incoming[i] over `bytes` (a whole number of elements).
+  virtual void combine(void* dst, const void* local, const void* incoming, size_t bytes) const = 0;
+};
+
 class Connection {
  public:
   virtual ~Connection() = default;
@@ -45,6 +54,17 @@ class Connection {
   // Number of posted transfers that have fully completed, in post order.
   virtual uint64_t completed() const = 0;
   virtual uint64_t posted() const = 0;
+  // Receive connections whose bytes arrive in memory this process can read
+  // (shm: the ring) may reduce them straight into place instead of landing
+  // them in a staging slot first: one pass over the data instead of two, and
+  // no staging credit. postReduce queues such a receive: as bytes arrive,
+  // reducer.combine(dst + k, local + k, incoming, n) runs over them, cut at
+  // whole elements; the transfer completes when every byte is combined.
+  // `local` must not change and `dst` must not be read by anyone else until
+  // then.
+  virtual bool canReduceOnArrival() const { return false; }
+  virtual void postReduce(void* dst, const void* local, size_t bytes,
+                          const ArrivalReducer& reducer);
   // File descriptors (and events) to sleep on when progress() moved nothing.
   virtual void addPollFds(std::vector<pollfd>& fds) const = 0;
   // Wakes any waiter and makes later calls fail; safe from another thread.

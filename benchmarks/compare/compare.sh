@@ -3,9 +3,14 @@
 # host and prints one markdown table per rank count, ready for
 # docs/benchmarks.md, followed by the exact commands that produced it.
 #
-#   benchmarks/compare/compare.sh [-B build] [-r "2 4"] [-b 8] [-e 64M] [-f 4]
+#   benchmarks/compare/compare.sh [-B build] [-t tcp|shm] [-r "2 4"] [-b 8] [-e 64M] [-f 4]
 #                                 [-n 20] [-w 5] [-R 1] [-p in|out] [-o out.md] [-L logdir]
 #
+#   -t  the path between ranks of this host (default: tcp)
+#         tcp: all three over loopback TCP (TIDAL_NET=tcp, Open MPI's ob1 with btl tcp,self)
+#         shm: each library's fastest same-host path: Tidal's shm transport, Open MPI's
+#              default shared-memory BTL (vader, with its single-copy mechanism), and
+#              Gloo's TCP (the only transport Gloo has here)
 #   -B  build directory holding tools/tidalrun and benchmarks/*  (default: build)
 #   -r  rank counts to run                                     (default: "2 4")
 #   -b -e -f -n -w   sizes, step factor, iterations, warm-up as in nccl-tests
@@ -17,8 +22,8 @@
 #   -o  also write the markdown to this file
 #   -L  keep every program's raw output here (default: a fresh temp directory)
 #
-# Environment: TIDAL_NET (default tcp, so all three move data over loopback
-# TCP), RUN_TIMEOUT seconds per run (default 900).
+# Environment: TIDAL_NET overrides the transport -t picks for Tidal; RUN_TIMEOUT
+# seconds per run (default 900).
 #
 # A peer whose program was not built (no MPI / no Gloo) or that fails shows
 # "n/a" and the script goes on; the exit status is non-zero if any run failed.
@@ -35,9 +40,11 @@ place=in
 outfile=
 logdir=
 reps=1
-while getopts "B:r:b:e:f:n:w:R:p:o:L:h" opt; do
+path=tcp
+while getopts "B:t:r:b:e:f:n:w:R:p:o:L:h" opt; do
   case $opt in
     B) build=$OPTARG ;;
+    t) path=$OPTARG ;;
     r) ranks=$OPTARG ;;
     b) minb=$OPTARG ;;
     e) maxb=$OPTARG ;;
@@ -48,12 +55,24 @@ while getopts "B:r:b:e:f:n:w:R:p:o:L:h" opt; do
     p) place=$OPTARG ;;
     o) outfile=$OPTARG ;;
     L) logdir=$OPTARG ;;
-    *) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 case $place in in | out) ;; *) echo "-p must be 'in' or 'out'" >&2; exit 2 ;; esac
-
-export TIDAL_NET=${TIDAL_NET:-tcp}
+case $path in
+  tcp)
+    export TIDAL_NET=${TIDAL_NET:-tcp}
+    mpi_btl=(--mca pml ob1 --mca btl tcp,self)
+    path_text="loopback TCP"
+    ;;
+  shm)
+    export TIDAL_NET=${TIDAL_NET:-}
+    [[ -n $TIDAL_NET ]] || unset TIDAL_NET
+    mpi_btl=(--mca pml ob1 --mca btl vader,self)
+    path_text="shared memory (Gloo: loopback TCP)"
+    ;;
+  *) echo "-t must be 'tcp' or 'shm'" >&2; exit 2 ;;
+esac
 timeout_s=${RUN_TIMEOUT:-900}
 bindir=$build/benchmarks
 tidalrun=$build/tools/tidalrun
@@ -81,7 +100,7 @@ run() {
 run_tidal() {
   local np=$1 rep=$2
   local cmd=("$tidalrun" -np "$np" "$bindir/all_reduce_perf" "${common[@]}" -d float -o sum)
-  ((rep == 1)) && commands+=("TIDAL_NET=$TIDAL_NET ${cmd[*]}")
+  ((rep == 1)) && commands+=("${TIDAL_NET:+TIDAL_NET=$TIDAL_NET }${cmd[*]}")
   if [[ -x $tidalrun && -x $bindir/all_reduce_perf ]]; then
     run "tidal_np$np.r$rep" "${cmd[@]}"
   else
@@ -91,10 +110,11 @@ run_tidal() {
 
 run_mpi() {
   local np=$1 rep=$2
-  # ob1 + tcp: the same loopback TCP path as the other two (no shared-memory
-  # BTL); no binding, as tidalrun and the Gloo loop do not bind either.
+  # -t tcp: ob1 + tcp, the same loopback TCP path as the other two; -t shm:
+  # ob1 + vader, Open MPI's default on one host. No binding, as tidalrun and
+  # the Gloo loop do not bind either.
   local cmd=(mpirun --allow-run-as-root --oversubscribe -np "$np" --bind-to none
-    --mca pml ob1 --mca btl tcp,self "$bindir/mpi_allreduce_perf" "${common[@]}")
+    "${mpi_btl[@]}" "$bindir/mpi_allreduce_perf" "${common[@]}")
   ((rep == 1)) && commands+=("${cmd[*]}")
   if [[ -x $bindir/mpi_allreduce_perf ]] && command -v mpirun >/dev/null; then
     run "mpi_np$np.r$rep" "${cmd[@]}"
@@ -184,10 +204,10 @@ report() {
   cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
   mpiv=$(mpirun --version 2>/dev/null | head -n 1)
   gloov=$(dpkg-query -W -f '${Version}' libgloo-dev 2>/dev/null)
-  echo "## AllReduce, float32 sum, one host over loopback TCP"
+  echo "## AllReduce, float32 sum, one host over $path_text"
   echo
   echo "$(date -u +%Y-%m-%d), $(uname -sr), ${cpu:-unknown CPU}, $(nproc) cores;"
-  echo "${mpiv:-no mpirun}; Gloo ${gloov:-unknown}; TIDAL_NET=$TIDAL_NET."
+  echo "${mpiv:-no mpirun}; Gloo ${gloov:-unknown}; TIDAL_NET=${TIDAL_NET:-unset (per pair: shm on one host)}."
   echo "Times are per call, averaged over $iters iterations and over ranks (-a 1), best of $reps run(s);"
   echo "busbw = size / time x 2(n-1)/n; ${place}-place results; a ratio above 1 means Tidal is faster."
   for np in $ranks; do
@@ -197,7 +217,7 @@ report() {
     table "$np"
   done
   echo
-  echo "Commands (compare.sh -B $build -r \"$ranks\" -b $minb -e $maxb -f $factor -n $iters -w $warmup -R $reps -p $place):"
+  echo "Commands (compare.sh -B $build -t $path -r \"$ranks\" -b $minb -e $maxb -f $factor -n $iters -w $warmup -R $reps -p $place):"
   echo
   local c
   for c in "${commands[@]}"; do echo "    $c"; done

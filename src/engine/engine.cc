@@ -37,6 +37,13 @@ Connection& Engine::recvConnection(int peer, const char* what) const {
   return *it->second;
 }
 
+namespace {
+// How long a busy-polling wait spins on memory before it starts yielding: a
+// peer with a core of its own answers a shared-memory hop in about a
+// microsecond; one that has not answered in this long is probably not running.
+constexpr auto kPauseWindow = std::chrono::microseconds(10);
+}  // namespace
+
 // The state of one schedule's execution.
 class Engine::Run {
  public:
@@ -52,6 +59,7 @@ class Engine::Run {
     st_.recvSeq.assign(s.recvs.size(), 0);
     st_.recvSlot.assign(s.recvs.size(), -1);
     st_.recvDone.assign(s.recvs.size(), 0);
+    st_.reducers.resize(std::max(st_.reducers.size(), s.recvs.size()));
     // Every connection the schedule touches, once each (a handful: a linear
     // scan beats a set, and allocates nothing once the vector has grown).
     st_.connections.clear();
@@ -119,6 +127,14 @@ class Engine::Run {
       const auto& op = s_.recvs[nextRecvPost_];
       Connection& c = e_.recvConnection(op.peer, what_);
       void* target;
+      if (op.reduce && reducesOnArrival(op, c)) {
+        auto& reducer = st_.reducers[nextRecvPost_];
+        reducer = StepReducer(s_.type, s_.op, op.divisor);
+        st_.recvSeq[nextRecvPost_] = c.posted();
+        c.postReduce(resolve(op.dst), resolve(op.localInput), op.bytes, reducer);
+        ++nextRecvPost_;
+        continue;
+      }
       if (op.reduce) {
         if (freeSlots_ == 0) return;  // no credit: wait for a reduction to free one
         const int slot = nextSlot_;
@@ -141,9 +157,11 @@ class Engine::Run {
       const auto& op = s_.recvs[recvsDone_];
       if (e_.recvConnection(op.peer, what_).completed() <= st_.recvSeq[recvsDone_]) break;
       if (op.afterSend >= 0 && !sendComplete(static_cast<size_t>(op.afterSend))) break;
-      if (op.reduce) {
-        reduce(resolve(op.dst), resolve(op.localInput), slotAddress(st_.recvSlot[recvsDone_]),
-               op.bytes / typeSize(s_.type), s_.type, s_.op, op.divisor);
+      if (const int slot = st_.recvSlot[recvsDone_]; slot >= 0) {
+        if (op.reduce) {
+          reduce(resolve(op.dst), resolve(op.localInput), slotAddress(slot),
+                 op.bytes / typeSize(s_.type), s_.type, s_.op, op.divisor);
+        }
         ++freeSlots_;  // slots are used and freed in FIFO order
       }
       st_.recvDone[recvsDone_] = 1;
@@ -151,6 +169,12 @@ class Engine::Run {
       any = true;
     }
     return any;
+  }
+
+  // Safe only when the other operand is the caller's input, which nothing in
+  // the collective writes before this receive, and nothing waits on a send.
+  static bool reducesOnArrival(const coll::RecvOp& op, const Connection& c) {
+    return op.afterSend < 0 && op.localInput.buffer == coll::Buffer::Send && c.canReduceOnArrival();
   }
 
   bool sendComplete(size_t i) const {
@@ -168,10 +192,13 @@ class Engine::Run {
   void waitForActivity(Clock::time_point lastMove) {
     const auto now = Clock::now();
     if (now - lastMove < e_.options_.spin) {
-      if (e_.options_.busyPoll) {
+      if (e_.options_.busyPoll && now - lastMove < kPauseWindow) {
         cpuRelax();  // the peer has a core of its own: watch memory, no system call
       } else {
-        sched_yield();  // spin politely: another rank on this core may be the one we wait for
+        // Spin politely: another rank on this core may be the one we wait
+        // for, and a peer that has not answered within the pause window may
+        // have lost its core to some other process.
+        sched_yield();
       }
       return;
     }
@@ -205,6 +232,11 @@ class Engine::Run {
   size_t nextRecvPost_ = 0, recvsDone_ = 0;
   int freeSlots_ = 0, nextSlot_ = 0;
 };
+
+void Engine::StepReducer::combine(void* dst, const void* local, const void* incoming,
+                                  size_t bytes) const {
+  reduce(dst, local, incoming, bytes / typeSize(type_), type_, op_, divisor_);
+}
 
 void Engine::run(const coll::Schedule& schedule, const void* sendbuff, void* recvbuff,
                  const char* what) {

@@ -11,15 +11,23 @@
 // the peer is about to answer) and then sleeps in poll() on the descriptors
 // its connections name, so 4 or 8 ranks on 2 cores do not starve each other.
 // How it spins depends on whether the ranks of this host fit its CPUs: if
-// they do, it busy-polls with a pause instruction (a system call costs about
-// a microsecond in a virtual machine, longer than a shared-memory hop); if
-// they do not, every round yields the CPU, because the rank it waits for may
-// need this very core. A wait in which no byte moves for TIDAL_TIMEOUT seconds
-// fails with tidalTimeout, naming the peers it waited for; abort() from
+// they do, it first busy-polls with a pause instruction for up to 10 us (a
+// system call costs about a microsecond in a virtual machine, longer than a
+// shared-memory hop), then yields; if they do not, every round yields the
+// CPU, because the rank it waits for may need this very core. A wait in which no byte moves for
+// TIDAL_TIMEOUT seconds fails with tidalTimeout, naming the peers it waited for; abort() from
 // another thread ends it at once.
 //
 // A run allocates nothing once the engine has seen a schedule as large: its
 // bookkeeping vectors live in the engine and are reused.
+//
+// Reduce on arrival: a receive that reduces into place with the caller's
+// input as its other operand, on a connection that can read its incoming
+// bytes in place (shm), is combined as the bytes arrive, with no staging slot.
+// Receives whose other operand is produced inside the same collective
+// (recvbuff or scratch), or that must wait for a send (afterSend), keep the
+// staging path: their reduction runs in schedule order, after everything
+// that precedes it.
 #pragma once
 
 #include <atomic>
@@ -72,11 +80,26 @@ class Engine {
   HostBuffer staging_;
   HostBuffer scratch_;
   // Bookkeeping of the current run, kept between runs so a run does not allocate.
+  // How a receive reduced on arrival combines its data (the op of its
+  // schedule, the avg divisor of its step).
+  class StepReducer final : public ArrivalReducer {
+   public:
+    StepReducer() = default;
+    StepReducer(tidalDataType_t type, tidalRedOp_t op, int divisor)
+        : type_(type), op_(op), divisor_(divisor) {}
+    void combine(void* dst, const void* local, const void* incoming, size_t bytes) const override;
+
+   private:
+    tidalDataType_t type_ = tidalFloat32;
+    tidalRedOp_t op_ = tidalSum;
+    int divisor_ = 0;
+  };
   struct RunState {
     std::vector<Connection*> connections;
     std::vector<uint64_t> sendSeq, recvSeq;
-    std::vector<int> recvSlot;
+    std::vector<int> recvSlot;  // staging slot, -1: none (stored, or reduced on arrival)
     std::vector<char> recvDone;
+    std::vector<StepReducer> reducers;  // per receive reduced on arrival
     std::vector<pollfd> pollFds;
   };
   RunState state_;

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -141,6 +142,85 @@ TEST(ShmTransport, ManySmallTransfersWrapTheRing) {
   }
   drain(*p.send, *p.recv);
   for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], in[i]) << "transfer " << i;
+}
+
+// Sums 8-byte integers, and fails the test if handed a piece that is not a
+// whole number of them (a piece cut inside an element would corrupt it).
+class Int64Sum final : public ArrivalReducer {
+ public:
+  void combine(void* dst, const void* local, const void* incoming, size_t bytes) const override {
+    if (bytes % sizeof(int64_t) != 0) ADD_FAILURE() << "piece of " << bytes << " bytes";
+    pieces_.fetch_add(1);
+    auto* d = static_cast<int64_t*>(dst);
+    const auto* a = static_cast<const int64_t*>(local);
+    const auto* b = static_cast<const int64_t*>(incoming);
+    for (size_t i = 0; i < bytes / sizeof(int64_t); ++i) d[i] = a[i] + b[i];
+  }
+  mutable std::atomic<int> pieces_{0};
+};
+
+// Receives that reduce on arrival, mixed with plain transfers of odd sizes
+// (which leave the stream unaligned), on a ring small enough that reduces
+// wrap around it; both sides on their own thread, sleeping in poll(). Every
+// sum must be exact, and no side may stall or spin forever on a piece that
+// is not yet a whole element.
+TEST(ShmTransport, ReduceOnArrivalAfterUnalignedTransfers) {
+  ScopedEnv s1("TIDAL_SHM_SLOTS", "2");
+  ScopedEnv s2("TIDAL_SHM_SLOT_BYTES", "4096");
+  Pair p;
+  ASSERT_TRUE(p.recv->canReduceOnArrival());
+  ASSERT_FALSE(p.send->canReduceOnArrival());
+  std::mt19937 rng(7);
+  constexpr int kTransfers = 400;
+  std::vector<std::vector<int64_t>> out, local, result;
+  std::vector<std::vector<uint8_t>> oddOut, oddIn;
+  for (int i = 0; i < kTransfers; ++i) {
+    const size_t n = (i % 5 == 0) ? 3000 + rng() % 3000 : rng() % 200;  // up to 6x the ring
+    out.emplace_back(n);
+    local.emplace_back(n);
+    for (size_t k = 0; k < n; ++k) {
+      out.back()[k] = static_cast<int64_t>(rng());
+      local.back()[k] = static_cast<int64_t>(rng()) * 3;
+    }
+    result.emplace_back(n, 0);
+    oddOut.push_back(pattern(1 + rng() % 13, static_cast<uint8_t>(i)));
+    oddIn.emplace_back(oddOut.back().size(), 0);
+  }
+  Int64Sum sum;
+  const Deadline d = deadlineIn(20000ms);
+  int stallsSend = 0, stallsRecv = 0;
+  std::thread sender([&] {
+    try {
+      for (int i = 0; i < kTransfers; ++i) {
+        p.send->post(oddOut[i].data(), oddOut[i].size());
+        p.send->post(out[i].data(), out[i].size() * sizeof(int64_t));
+      }
+      stallsSend = driveUntilDone(*p.send, d);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "sender: " << e.what();
+    }
+  });
+  try {
+    for (int i = 0; i < kTransfers; ++i) {
+      p.recv->post(oddIn[i].data(), oddIn[i].size());
+      p.recv->postReduce(result[i].data(), local[i].data(), result[i].size() * sizeof(int64_t),
+                         sum);
+    }
+    stallsRecv = driveUntilDone(*p.recv, d);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "receiver: " << e.what();
+    p.send->abort();  // lets the sender's wait end instead of running into its deadline
+  }
+  sender.join();
+  EXPECT_EQ(stallsSend, 0);
+  EXPECT_EQ(stallsRecv, 0);
+  for (int i = 0; i < kTransfers; ++i) {
+    ASSERT_EQ(oddIn[i], oddOut[i]) << "plain transfer " << i;
+    for (size_t k = 0; k < out[i].size(); ++k) {
+      ASSERT_EQ(result[i][k], local[i][k] + out[i][k]) << "reduce " << i << " element " << k;
+    }
+  }
+  EXPECT_GT(sum.pieces_.load(), kTransfers / 5) << "large reduces arrive in several pieces";
 }
 
 // Both sides on their own thread, each sleeping in poll() as soon as it

@@ -39,6 +39,13 @@ void ShmConnection::post(void* data, size_t bytes) {
   popFinished();  // zero-byte transfers complete at once, but only in order
 }
 
+void ShmConnection::postReduce(void* dst, const void* local, size_t bytes,
+                               const ArrivalReducer& reducer) {
+  ++posted_;
+  queue_.push_back({static_cast<char*>(dst), bytes, static_cast<const char*>(local), &reducer});
+  popFinished();
+}
+
 void ShmConnection::popFinished() {
   while (!queue_.empty() && queue_.front().left == 0) {
     queue_.pop_front();
@@ -46,10 +53,24 @@ void ShmConnection::popFinished() {
   }
 }
 
+namespace {
+uint64_t alignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+}  // namespace
+
 size_t ShmConnection::moveSend() {
   size_t moved = 0;
   while (!queue_.empty()) {
     Piece& p = queue_.front();
+    if (!p.started) {
+      // The padding must fit in the ring like data does.
+      const uint64_t start = alignUp(mine_, kTransferAlign);
+      if (start - theirs_ > capacity_) {
+        theirs_ = control_->tail.load(std::memory_order_acquire);
+        if (start - theirs_ > capacity_) break;
+      }
+      mine_ = start;
+      p.started = true;
+    }
     uint64_t space = capacity_ - (mine_ - theirs_);
     if (space == 0) {
       theirs_ = control_->tail.load(std::memory_order_acquire);
@@ -73,15 +94,31 @@ size_t ShmConnection::moveRecv() {
   size_t moved = 0;
   while (!queue_.empty()) {
     Piece& p = queue_.front();
-    uint64_t filled = theirs_ - mine_;
-    if (filled == 0) {
+    if (!p.started) {
+      // Skip the sender's padding. Our counter may now be ahead of what the
+      // sender has published; it is stored only once data behind it is consumed.
+      mine_ = alignUp(mine_, kTransferAlign);
+      p.started = true;
+    }
+    // A reduce needs whole elements: short of the transfer's end it takes
+    // only 64-byte multiples (piece boundaries then stay element-aligned,
+    // since the transfer started 64-aligned), so it may need more than one.
+    const uint64_t need = p.reducer ? std::min<uint64_t>(p.left, kTransferAlign) : 1;
+    uint64_t filled = theirs_ > mine_ ? theirs_ - mine_ : 0;
+    if (filled < need) {
       theirs_ = control_->head.load(std::memory_order_acquire);
-      filled = theirs_ - mine_;
-      if (filled == 0) break;
+      filled = theirs_ > mine_ ? theirs_ - mine_ : 0;
+      if (filled < need) break;
     }
     const uint64_t offset = mine_ % capacity_;
-    const size_t n = std::min({static_cast<uint64_t>(p.left), filled, capacity_ - offset, step_});
-    std::memcpy(p.data, ring_ + offset, n);
+    size_t n = std::min({static_cast<uint64_t>(p.left), filled, capacity_ - offset, step_});
+    if (p.reducer) {
+      if (n < p.left) n -= n % kTransferAlign;
+      p.reducer->combine(p.data, p.local, ring_ + offset, n);
+      p.local += n;
+    } else {
+      std::memcpy(p.data, ring_ + offset, n);
+    }
     mine_ += n;
     control_->tail.store(mine_, std::memory_order_release);
     p.data += n;
@@ -108,7 +145,7 @@ bool ShmConnection::canAdvance() const {
   if (direction_ == Direction::Send) {
     return mine_ - control_->tail.load(std::memory_order_acquire) < capacity_;
   }
-  return control_->head.load(std::memory_order_acquire) != mine_;
+  return control_->head.load(std::memory_order_acquire) > mine_;
 }
 
 bool ShmConnection::progress() {

@@ -6,7 +6,11 @@
 // Data path: post() queues (pointer, bytes); progress() copies between the
 // queued buffers and the ring in steps of at most one slot, publishing the
 // counter after each step. Nothing on the data path makes a system call
-// unless the other side said it is asleep.
+// unless the other side said it is asleep. Every transfer starts at a
+// 64-byte boundary of the byte stream (both sides skip the same padding), so
+// a piece cut at the wrap-around or at a slot step is a whole number of
+// elements: that is what lets a receive reduce straight out of the ring
+// (postReduce) instead of copying into a staging slot first.
 //
 // Wakeups: a side that cannot proceed (sender: ring full; receiver: ring
 // empty) sets its sleeping flag in addPollFds(), re-reads the ring, and
@@ -42,6 +46,9 @@ class ShmConnection final : public Connection {
 
   int peer() const override { return peer_; }
   void post(void* data, size_t bytes) override;
+  bool canReduceOnArrival() const override { return direction_ == Direction::Recv; }
+  void postReduce(void* dst, const void* local, size_t bytes,
+                  const ArrivalReducer& reducer) override;
   bool progress() override;
   uint64_t completed() const override { return completed_; }
   uint64_t posted() const override { return posted_; }
@@ -53,7 +60,13 @@ class ShmConnection final : public Connection {
   struct Piece {
     char* data;
     size_t left;
+    // Receives that reduce: data[i] = local[i] OP incoming[i] (reducer set).
+    const char* local = nullptr;
+    const ArrivalReducer* reducer = nullptr;
+    bool started = false;  // its start has been aligned in the stream
   };
+  // Transfers start at this alignment of the byte stream.
+  static constexpr uint64_t kTransferAlign = 64;
 
   // Copies what fits; returns bytes moved.
   size_t moveSend();

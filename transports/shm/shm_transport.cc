@@ -23,7 +23,8 @@ namespace tidal::shm {
 namespace {
 
 constexpr uint32_t kHelloMagic = 0x5444534du;  // "TDSM"
-constexpr uint16_t kHelloVersion = 1;
+// 2: transfers start at 64-byte boundaries of the stream (reduce on arrival).
+constexpr uint16_t kHelloVersion = 2;
 constexpr size_t kHelloFds = 3;  // segment, data-ready, space-ready
 // A connection that has not said hello within this long is dropped.
 constexpr auto kHelloPatience = std::chrono::seconds(5);
@@ -100,9 +101,10 @@ ShmTransport::ShmTransport(const TransportContext& ctx) : ctx_(ctx) {
     fail(tidalInvalidArgument, "rank {}: TIDAL_SHM_SLOTS={} is out of range 1..{}", ctx.rank, slots,
          kMaxSlots);
   }
-  if (slotBytes < kMinSlotBytes || slotBytes > kMaxSlotBytes) {
-    fail(tidalInvalidArgument, "rank {}: TIDAL_SHM_SLOT_BYTES={} is out of range {}..{}", ctx.rank,
-         slotBytes, kMinSlotBytes, kMaxSlotBytes);
+  if (slotBytes < kMinSlotBytes || slotBytes > kMaxSlotBytes || slotBytes % kMinSlotBytes != 0) {
+    fail(tidalInvalidArgument,
+         "rank {}: TIDAL_SHM_SLOT_BYTES={} is not a multiple of {} in the range {}..{}", ctx.rank,
+         slotBytes, kMinSlotBytes, kMinSlotBytes, kMaxSlotBytes);
   }
   slots_ = static_cast<size_t>(slots);
   slotBytes_ = static_cast<size_t>(slotBytes);
@@ -232,7 +234,8 @@ bool ShmTransport::servicePending(Pending& p) {
   } else if (h.toRank != ctx_.rank || h.fromRank < 0 || h.fromRank >= ctx_.nranks) {
     problem = "inconsistent ranks";
   } else if (h.slots < 1 || h.slots > kMaxSlots || h.slotBytes < kMinSlotBytes ||
-             h.slotBytes > kMaxSlotBytes || ::fstat(r.fds[0].get(), &st) != 0 ||
+             h.slotBytes % kMinSlotBytes != 0 || h.slotBytes > kMaxSlotBytes ||
+             ::fstat(r.fds[0].get(), &st) != 0 ||
              static_cast<uint64_t>(st.st_size) != segmentBytes(h.slots, h.slotBytes)) {
     problem = "bad segment geometry";
   } else if (arrived_.count(h.fromRank)) {
