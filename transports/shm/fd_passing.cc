@@ -25,14 +25,19 @@ void UniqueFd::reset() {
   fd_ = -1;
 }
 
-Mapping::Mapping(int fd, size_t bytes, bool populate, const std::string& what) {
-  const int flags = MAP_SHARED | (populate ? MAP_POPULATE : 0);
+Mapping::Mapping(int fd, size_t bytes, bool prefault, const std::string& what) {
+  const int flags = MAP_SHARED | (prefault ? MAP_POPULATE : 0);
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, fd, 0);
   if (p == MAP_FAILED) {
     fail(tidalSystemError, "mmap of {} ({} bytes) failed: {}", what, bytes, errnoText(errno));
   }
   data_ = static_cast<char*>(p);
   bytes_ = bytes;
+  if (prefault) {
+    const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    const volatile char* bytesRead = data_;
+    for (size_t offset = 0; offset < bytes; offset += page) (void)bytesRead[offset];
+  }
 }
 
 Mapping::Mapping(Mapping&& other) noexcept : data_(other.data_), bytes_(other.bytes_) {
