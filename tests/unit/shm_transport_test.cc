@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "scoped_env.h"
+#include "transports/shm/shm_connection.h"
 #include "transports/transport.h"
 
 namespace tidal {
@@ -164,9 +165,13 @@ class Int64Sum final : public ArrivalReducer {
 // wrap around it; both sides on their own thread, sleeping in poll(). Every
 // sum must be exact, and no side may stall or spin forever on a piece that
 // is not yet a whole element.
-TEST(ShmTransport, ReduceOnArrivalAfterUnalignedTransfers) {
-  ScopedEnv s1("TIDAL_SHM_SLOTS", "2");
-  ScopedEnv s2("TIDAL_SHM_SLOT_BYTES", "4096");
+// (slots, slot bytes, most int64 elements in a large reduce)
+class ShmReduceOnArrival : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+
+TEST_P(ShmReduceOnArrival, AfterUnalignedTransfers) {
+  const auto [slots, slotBytes, largest] = GetParam();
+  ScopedEnv s1("TIDAL_SHM_SLOTS", std::to_string(slots).c_str());
+  ScopedEnv s2("TIDAL_SHM_SLOT_BYTES", std::to_string(slotBytes).c_str());
   Pair p;
   ASSERT_TRUE(p.recv->canReduceOnArrival());
   ASSERT_FALSE(p.send->canReduceOnArrival());
@@ -175,7 +180,8 @@ TEST(ShmTransport, ReduceOnArrivalAfterUnalignedTransfers) {
   std::vector<std::vector<int64_t>> out, local, result;
   std::vector<std::vector<uint8_t>> oddOut, oddIn;
   for (int i = 0; i < kTransfers; ++i) {
-    const size_t n = (i % 5 == 0) ? 3000 + rng() % 3000 : rng() % 200;  // up to 6x the ring
+    const size_t n =
+        (i % 5 == 0) ? largest / 2 + rng() % (largest / 2) : rng() % 200;  // large: many pieces
     out.emplace_back(n);
     local.emplace_back(n);
     for (size_t k = 0; k < n; ++k) {
@@ -221,6 +227,43 @@ TEST(ShmTransport, ReduceOnArrivalAfterUnalignedTransfers) {
     }
   }
   EXPECT_GT(sum.pieces_.load(), kTransfers / 5) << "large reduces arrive in several pieces";
+}
+
+// A small ring that large reduces wrap several times, and the default ring,
+// where a sender that finds it empty restarts at its beginning.
+INSTANTIATE_TEST_SUITE_P(Rings, ShmReduceOnArrival,
+                         ::testing::Values(std::make_tuple(2, 4096, 6000),
+                                           std::make_tuple(8, 262144, 100000)));
+
+// Transfers that each finish before the next starts (as in a latency-bound
+// collective) leave the ring empty: past its first 64 KiB the sender restarts
+// at the beginning, and the receiver must follow, for plain transfers and
+// reduces alike.
+TEST(ShmTransport, SenderRestartsAtTheRingsBeginningWhenEmpty) {
+  Pair p;  // default ring: 8 x 256 KiB
+  std::mt19937 rng(3);
+  Int64Sum sum;
+  for (int i = 0; i < 200; ++i) {
+    const size_t n = 1 + rng() % 12000;  // up to ~94 KiB
+    std::vector<int64_t> out(n), local(n), result(n, 0);
+    for (size_t k = 0; k < n; ++k) {
+      out[k] = static_cast<int64_t>(rng());
+      local[k] = static_cast<int64_t>(k);
+    }
+    p.send->post(out.data(), n * sizeof(int64_t));
+    if (i % 2) {
+      p.recv->postReduce(result.data(), local.data(), n * sizeof(int64_t), sum);
+    } else {
+      p.recv->post(result.data(), n * sizeof(int64_t));
+    }
+    drain(*p.send, *p.recv);
+    for (size_t k = 0; k < n; ++k) {
+      ASSERT_EQ(result[k], out[k] + (i % 2 ? local[k] : 0)) << "transfer " << i << " element " << k;
+    }
+  }
+  const auto* sender = dynamic_cast<const shm::ShmConnection*>(p.send.get());
+  ASSERT_NE(sender, nullptr);
+  EXPECT_GT(sender->restarts(), 50u);
 }
 
 // Both sides on their own thread, each sleeping in poll() as soon as it

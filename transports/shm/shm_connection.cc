@@ -62,8 +62,24 @@ size_t ShmConnection::moveSend() {
   while (!queue_.empty()) {
     Piece& p = queue_.front();
     if (!p.started) {
+      uint64_t start = alignUp(mine_, kTransferAlign);
+      if (start % capacity_ >= kRestartAfter) {
+        // When the receiver has taken everything, start again at the ring's
+        // beginning: back-to-back small transfers then keep to its first
+        // pages and cache lines instead of streaming through the whole ring
+        // (pages left idle while large messages ran elsewhere cost about
+        // 15 us each to touch again on the development VM). Reading the
+        // receiver's counter costs a cache miss, so only past kRestartAfter.
+        theirs_ = control_->tail.load(std::memory_order_acquire);
+        if (theirs_ == mine_) {
+          const uint64_t restart = alignUp(mine_, capacity_);
+          control_->restartFrom.store(start, std::memory_order_relaxed);
+          control_->restartTo.store(restart, std::memory_order_relaxed);
+          start = restart;  // published by the head store that follows the data
+          ++restarts_;
+        }
+      }
       // The padding must fit in the ring like data does.
-      const uint64_t start = alignUp(mine_, kTransferAlign);
       if (start - theirs_ > capacity_) {
         theirs_ = control_->tail.load(std::memory_order_acquire);
         if (start - theirs_ > capacity_) break;
@@ -95,9 +111,19 @@ size_t ShmConnection::moveRecv() {
   while (!queue_.empty()) {
     Piece& p = queue_.front();
     if (!p.started) {
-      // Skip the sender's padding. Our counter may now be ahead of what the
-      // sender has published; it is stored only once data behind it is consumed.
-      mine_ = alignUp(mine_, kTransferAlign);
+      // Where this transfer starts: after the sender's padding, or at the
+      // ring's beginning if the sender restarted there. Which one is known
+      // once the sender has published anything past the aligned position.
+      // Our counter may then be ahead of what the sender has published; it
+      // is stored only once data behind it is consumed.
+      const uint64_t start = alignUp(mine_, kTransferAlign);
+      if (theirs_ <= start) {
+        theirs_ = control_->head.load(std::memory_order_acquire);
+        if (theirs_ <= start) break;
+      }
+      mine_ = control_->restartFrom.load(std::memory_order_relaxed) == start
+                  ? control_->restartTo.load(std::memory_order_relaxed)
+                  : start;
       p.started = true;
     }
     // A reduce needs whole elements: short of the transfer's end it takes

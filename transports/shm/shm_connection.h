@@ -10,7 +10,10 @@
 // 64-byte boundary of the byte stream (both sides skip the same padding), so
 // a piece cut at the wrap-around or at a slot step is a whole number of
 // elements: that is what lets a receive reduce straight out of the ring
-// (postReduce) instead of copying into a staging slot first.
+// (postReduce) instead of copying into a staging slot first. A sender that
+// finds the ring empty at a transfer start past its first 64 KiB restarts at
+// the ring's beginning and says so in the control page, so runs of small
+// transfers keep to the same few pages.
 //
 // Wakeups: a side that cannot proceed (sender: ring full; receiver: ring
 // empty) sets its sleeping flag in addPollFds(), re-reads the ring, and
@@ -55,6 +58,8 @@ class ShmConnection final : public Connection {
   void addPollFds(std::vector<pollfd>& fds) const override;
   void abort() override;
   std::string describe() const override { return description_; }
+  // Times this sender restarted at the ring's beginning (tests, logs).
+  uint64_t restarts() const { return restarts_; }
 
  private:
   struct Piece {
@@ -67,6 +72,9 @@ class ShmConnection final : public Connection {
   };
   // Transfers start at this alignment of the byte stream.
   static constexpr uint64_t kTransferAlign = 64;
+  // A sender that finds the ring empty at a transfer start this far into the
+  // ring restarts at its beginning (RingControl::restartFrom).
+  static constexpr uint64_t kRestartAfter = 64 * 1024;
 
   // Copies what fits; returns bytes moved.
   size_t moveSend();
@@ -95,6 +103,7 @@ class ShmConnection final : public Connection {
   uint64_t posted_ = 0;
   uint64_t completed_ = 0;
   uint64_t bytesMoved_ = 0;
+  uint64_t restarts_ = 0;
   // Our own counter (head for the sender, tail for the receiver) and the
   // last value seen of the other side's, re-read only when ours says stop.
   uint64_t mine_ = 0;

@@ -30,6 +30,12 @@ struct alignas(128) RingControl {
   uint64_t slotBytes;
   // Bytes published by the sender (release) / consumed by the receiver.
   alignas(128) std::atomic<uint64_t> head;
+  // The sender's last restart: the transfer that would have started at
+  // stream position restartFrom starts at restartTo (the ring's beginning)
+  // instead. Written before the head that covers it, on head's line, so the
+  // receiver reads it with no extra cache miss. ~0 until the first restart.
+  std::atomic<uint64_t> restartFrom;
+  std::atomic<uint64_t> restartTo;
   alignas(128) std::atomic<uint64_t> tail;
   // Set by a side that is about to sleep in poll(); the other side, having
   // published, writes that side's eventfd only when its flag is set.

@@ -23,8 +23,9 @@ namespace tidal::shm {
 namespace {
 
 constexpr uint32_t kHelloMagic = 0x5444534du;  // "TDSM"
-// 2: transfers start at 64-byte boundaries of the stream (reduce on arrival).
-constexpr uint16_t kHelloVersion = 2;
+// 2: transfers start at 64-byte boundaries of the stream (reduce on arrival);
+// 3: the sender restarts at the ring's beginning when the ring is empty.
+constexpr uint16_t kHelloVersion = 3;
 constexpr size_t kHelloFds = 3;  // segment, data-ready, space-ready
 // A connection that has not said hello within this long is dropped.
 constexpr auto kHelloPatience = std::chrono::seconds(5);
@@ -186,6 +187,7 @@ std::unique_ptr<Connection> ShmTransport::connectSend(int peer, const ConnectHan
   control->magic = kSegmentMagic;
   control->slots = slots_;
   control->slotBytes = slotBytes_;
+  control->restartFrom = ~uint64_t{0};
 
   ShmConnection::Parts parts;
   parts.dataReady = makeEventFd(what);
