@@ -157,11 +157,10 @@ class Engine::Run {
       const auto& op = s_.recvs[recvsDone_];
       if (e_.recvConnection(op.peer, what_).completed() <= st_.recvSeq[recvsDone_]) break;
       if (op.afterSend >= 0 && !sendComplete(static_cast<size_t>(op.afterSend))) break;
+      // Only receives that reduce and were not reduced on arrival hold a slot.
       if (const int slot = st_.recvSlot[recvsDone_]; slot >= 0) {
-        if (op.reduce) {
-          reduce(resolve(op.dst), resolve(op.localInput), slotAddress(slot),
-                 op.bytes / typeSize(s_.type), s_.type, s_.op, op.divisor);
-        }
+        reduce(resolve(op.dst), resolve(op.localInput), slotAddress(slot),
+               op.bytes / typeSize(s_.type), s_.type, s_.op, op.divisor);
         ++freeSlots_;  // slots are used and freed in FIFO order
       }
       st_.recvDone[recvsDone_] = 1;
