@@ -64,8 +64,11 @@ step faults 'PASSED|OK \]|expected' $B/ib_fault_test
 expect_line faults-bad-gid-text 'TIDAL_IB_GID_INDEX=[0-9]+ is not a usable GID on rxe0 port 1'
 
 step all_reduce_perf "^#|^ +[0-9]|$PATHLINE" \
-  env TIDAL_DEBUG=INFO TIDAL_DEBUG_SUBSYS=INIT $B/tidalrun -np 2 $B/all_reduce_perf -b 8 -e 4M -f 4 -n 5 -w 1
+  env TIDAL_DEBUG=INFO TIDAL_DEBUG_SUBSYS=INIT $B/tidalrun -np 2 $B/all_reduce_perf -b 8 -e 8M -f 4 -n 20 -w 2
 expect_line all_reduce_perf-over-ib "rank 0 -> 1: ib rxe0:1"
+# The same over tcp in the same VM, for the side-by-side table in docs/benchmarks.md.
+step all_reduce_perf-tcp "^ +[0-9]" \
+  env TIDAL_NET=tcp $B/tidalrun -np 2 $B/all_reduce_perf -b 8 -e 8M -f 4 -n 20 -w 2
 
 echo "GUEST_TESTS_DONE failures=$FAILS uptime=$(cut -d' ' -f1 /proc/uptime)s"
 exit $FAILS

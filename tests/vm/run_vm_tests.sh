@@ -14,7 +14,8 @@
 #
 # Exit status: 0 when every guest test passed, 1 when one failed or the VM
 # died, 77 (ctest SKIP_RETURN_CODE) when QEMU, a kernel with rdma_rxe, or a
-# tool is missing here. VM_TIMEOUT (s) bounds the VM's run (default 900).
+# tool is missing here. VM_TIMEOUT (s) bounds the VM's run (default 900);
+# VM_GUEST_TESTS=script runs another guest script instead (for experiments).
 set -uo pipefail
 
 WORK=${1:?usage: run_vm_tests.sh WORK_DIR BINARY...}
@@ -61,7 +62,7 @@ add_bin "$(readlink -f "$PROVIDER")" "$PROVIDER"
 cp /etc/libibverbs.d/rxe.driver "$ROOT/etc/libibverbs.d/"
 [ -e /lib/"$MA"/libgcc_s.so.1 ] && add_file /lib/"$MA"/libgcc_s.so.1  # glibc dlopens it for pthread_exit
 for bin in "$@"; do add_bin "$bin" "/tidal/bin/$(basename "$bin")"; done
-cp "$HERE/guest_tests.sh" "$ROOT/tidal/guest_tests.sh"
+cp "${VM_GUEST_TESTS:-$HERE/guest_tests.sh}" "$ROOT/tidal/guest_tests.sh"
 cp "$HERE/guest_init.sh" "$ROOT/init"
 chmod +x "$ROOT/init" "$ROOT/tidal/guest_tests.sh"
 printf '/lib/%s\n/usr/lib/%s\n' "$MA" "$MA" > "$ROOT/etc/ld.so.conf"

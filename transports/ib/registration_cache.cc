@@ -97,9 +97,10 @@ RegistrationCache::Entry* RegistrationCache::acquire(const void* p, size_t bytes
   e->end = end;
   Mapping m;
   if (findMapping(addr, m) && m.end >= end) {
+    const uintptr_t widen = pageUp(std::min(kWindowBytes, kWidenFactor * (end - start)));
     e->writable = m.writable;
-    e->start = std::max(m.start, start > kWindowBytes ? start - kWindowBytes : 0);
-    e->end = std::min(m.end, end + kWindowBytes);
+    e->start = std::max(m.start, start > widen ? start - widen : 0);
+    e->end = std::min(m.end, end + widen);
   }
   e->mr = registerRange(e->start, e->end, e->writable);
   e->refs = 1;

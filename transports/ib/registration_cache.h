@@ -6,7 +6,9 @@
 // windows: on a miss it registers the pages of the request widened by up to
 // kWindowBytes on each side, within the mapping that holds it (from
 // /proc/self/maps), so the next chunks of the same buffer hit. Entries are
-// refcounted by the transfers in flight that use them.
+// refcounted by the transfers in flight that use them. The widening is at
+// most kWidenFactor times the request, so a small buffer in a large heap
+// mapping does not pin megabytes it never uses.
 //
 // Staying correct when memory is freed and its address reused: a pinned
 // registration keeps the *old* physical pages, so a buffer freed (munmap,
@@ -42,6 +44,7 @@ class RegistrationCache {
  public:
   // How far a miss widens a registration on each side, inside the mapping.
   static constexpr size_t kWindowBytes = size_t{8} << 20;
+  static constexpr size_t kWidenFactor = 8;
 
   struct Entry {
     uintptr_t start = 0, end = 0;
