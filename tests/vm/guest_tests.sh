@@ -41,7 +41,7 @@ INFO="TIDAL_DEBUG=INFO TIDAL_DEBUG_SUBSYS=INIT,NET"
 step tidal-info 'Transports' $B/tidal-info
 expect_line tidal-info-lists-ib 'Transports:.* ib'
 
-step transport-unit 'PASSED|SKIPPED|tests ran' $B/ib_transport_test
+step transport-unit 'PASSED|SKIPPED|tests ran' env TIDAL_TEST_NETDEV=rxed0 $B/ib_transport_test
 expect_line transport-unit-not-skipped '\[  PASSED  \] [1-9]'
 grep -q SKIPPED /tmp/step.out && { echo "RESULT transport-unit-ran-everything: FAIL (skipped)"; FAILS=$((FAILS + 1)); }
 

@@ -17,6 +17,8 @@
 #include "core/error.h"
 #include "tidal/tidal.h"
 #include "transports/ib/device_select.h"
+#include "transports/ib/gpu_direct.h"
+#include "transports/ib/hw_counters.h"
 #include "transports/ib/ib_device.h"
 #include "transports/ib/protocol.h"
 #include "transports/ib/verbs_api.h"
@@ -240,6 +242,69 @@ TEST(NoRdmaHere, DefaultChoiceFallsBackAndWorks) {
     ASSERT_TRUE(status[r] != -1 && WIFEXITED(status[r])) << "rank " << r;
     EXPECT_EQ(WEXITSTATUS(status[r]), 0) << "rank " << r;
   }
+}
+
+}  // namespace
+}  // namespace tidal::ib
+
+namespace tidal::ib {
+namespace {
+
+TEST(IbSettings, OutOfRangeValuesAreErrorsNamingTheVariable) {
+  struct Case {
+    const char* name;
+    const char* value;
+  };
+  for (const Case& c :
+       {Case{"TIDAL_IB_QPS_PER_CONNECTION", "0"}, Case{"TIDAL_IB_QPS_PER_CONNECTION", "17"},
+        Case{"TIDAL_IB_EAGER_BYTES", "70000"}, Case{"TIDAL_IB_SL", "16"},
+        Case{"TIDAL_IB_TC", "256"}, Case{"TIDAL_IB_TIMEOUT", "0"},
+        Case{"TIDAL_IB_RETRY_CNT", "8"}}) {
+    test::ScopedEnv env(c.name, c.value);
+    try {
+      createTransport("ib", {2, 4, Secret{}});
+      ADD_FAILURE() << c.name << "=" << c.value << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), tidalInvalidArgument);
+      EXPECT_THAT(e.what(), HasSubstr(fmt::format("{}={}", c.name, c.value)));
+      EXPECT_THAT(e.what(), HasSubstr("rank 2"));
+    }
+  }
+}
+
+TEST(GpuDirectDetection, SettingsAndWhatThisMachineHas) {
+  std::string why;
+  const VerbsApi* api = VerbsApi::load(&why);
+  if (api == nullptr) GTEST_SKIP() << why;
+  EXPECT_THROW(GpuDirect::detect(*api, "yes", 0), Error);
+  const GpuDirect off = GpuDirect::detect(*api, "0", 0);
+  EXPECT_EQ(off.mode(), GpuDirect::Mode::Off);
+  EXPECT_STREQ(off.modeName(), "off");
+  const GpuDirect automatic = GpuDirect::detect(*api, "auto", 0);
+  if (automatic.mode() != GpuDirect::Mode::Off) {
+    GTEST_SKIP() << "this machine has GPUDirect: " << automatic.reason();
+  }
+  // No GPU here: auto says why and stages; 1 refuses with the same reason.
+  EXPECT_THAT(automatic.reason(), HasSubstr("staged through host memory"));
+  try {
+    GpuDirect::detect(*api, "1", 5);
+    FAIL() << "TIDAL_GDR=1 accepted without GPUDirect";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), tidalInvalidArgument);
+    EXPECT_THAT(e.what(), HasSubstr("rank 5: TIDAL_GDR=1"));
+  }
+}
+
+TEST(HwCounters, DeltaNamesWhatMovedAndTheCongestionCounters) {
+  const CounterSnapshot before{
+      {"np_cnp_sent", 5}, {"rcvd_pkts", 100}, {"local_ack_timeout_err", 2}};
+  const CounterSnapshot after{{"np_cnp_sent", 9}, {"rcvd_pkts", 150}, {"local_ack_timeout_err", 2}};
+  const std::string text = counterDeltaText(before, after);
+  EXPECT_THAT(text, HasSubstr("rcvd_pkts +50"));
+  EXPECT_THAT(text, HasSubstr("congestion counters: np_cnp_sent +4"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("local_ack_timeout_err")))
+      << "unmoved, not congestion";
+  EXPECT_THAT(counterDeltaText({}, {}), HasSubstr("no hw_counters"));
 }
 
 }  // namespace

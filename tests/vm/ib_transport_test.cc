@@ -11,8 +11,11 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <numeric>
+#include <thread>
 
 #include "../unit/scoped_env.h"
 #include "core/error.h"
@@ -237,6 +240,54 @@ TEST(LoopbackFlush, ReadsOneByteThroughTheRegistration) {
   for (int i = 0; i < 3; ++i) flush.flush(e->mr, buffer.data() + 100);
   t.device()->cache().release(e);
   t.deregisterMemory(reg);
+}
+
+}  // namespace
+}  // namespace tidal::ib
+
+namespace tidal::ib {
+namespace {
+
+bool portActive(const std::string& device, int port) {
+  std::ifstream state(sysfsPortDir(device, port) + "/state");
+  std::string line;
+  std::getline(state, line);
+  return line.find("ACTIVE") != std::string::npos;
+}
+
+// Takes the port's network interface down under a waiting connection: the
+// driver reports IBV_EVENT_PORT_ERR, and the wait must end with that error
+// rather than at the timeout. Needs TIDAL_TEST_NETDEV (the interface under
+// the port, which this test may take down and up: the VM sets it).
+TEST(AsyncEvents, PortDownFailsAWaitingConnectionWithTheEvent) {
+  REQUIRE_DEVICE();
+  const char* netdev = std::getenv("TIDAL_TEST_NETDEV");
+  if (netdev == nullptr) GTEST_SKIP() << "TIDAL_TEST_NETDEV not set";
+  Pair p;
+  const std::string device = p.t1->device()->name();
+  const int port = p.t1->device()->port();
+  std::vector<uint8_t> in(1 << 20);
+  p.recv->post(in.data(), in.size());  // never sent: the receiver waits
+  p.recv->progress();
+  ASSERT_EQ(std::system(fmt::format("ip link set {} down", netdev).c_str()), 0);
+  const auto start = Clock::now();
+  std::string error;
+  while (error.empty() && Clock::now() - start < std::chrono::seconds(20)) {
+    try {
+      p.recv->progress();
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  ASSERT_EQ(std::system(fmt::format("ip link set {} up", netdev).c_str()), 0);
+  for (int i = 0; i < 100 && !portActive(device, port); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(portActive(device, port)) << "the port did not come back";
+  ASSERT_FALSE(error.empty()) << "the wait did not end when the port went down";
+  EXPECT_THAT(error, HasSubstr(p.t1->device()->api().eventTypeStr(IBV_EVENT_PORT_ERR)));
+  EXPECT_THAT(error, HasSubstr(device));
+  EXPECT_THAT(error, HasSubstr(fmt::format("port {}", port)));
 }
 
 }  // namespace
