@@ -68,15 +68,14 @@ PortScan scanPorts(const VerbsApi& api, const HcaSpec& spec) {
   // on stderr; say it plainly instead.
   std::error_code ec;
   if (!std::filesystem::exists("/sys/class/infiniband_verbs", ec)) {
-    scan.seen =
-        "no RDMA devices (the kernel has no uverbs: /sys/class/infiniband_verbs is missing)";
+    scan.seen = "no RDMA device: the kernel has no uverbs (/sys/class/infiniband_verbs is missing)";
     return scan;
   }
   int count = 0;
   ibv_device** list = api.getDeviceList(&count);
   if (list == nullptr || count == 0) {
     if (list) api.freeDeviceList(list);
-    scan.seen = "no RDMA devices (ibv_get_device_list found none)";
+    scan.seen = "no RDMA device: ibv_get_device_list found none";
     return scan;
   }
   auto note = [&](const std::string& what) { scan.seen += (scan.seen.empty() ? "" : ", ") + what; };
@@ -93,6 +92,7 @@ PortScan scanPorts(const VerbsApi& api, const HcaSpec& spec) {
       continue;
     }
     for (int p = 1; p <= attr.phys_port_cnt; ++p) {
+      ++scan.ports;
       ibv_port_attr pa{};
       if (api.queryPort(ctx.context, static_cast<uint8_t>(p), &pa) != 0) {
         note(fmt::format("{}:{} (ibv_query_port failed)", name, p));

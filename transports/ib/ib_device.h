@@ -41,6 +41,7 @@ struct PortCandidate {
 struct PortScan {
   std::vector<PortCandidate> usable;  // active, selected by TIDAL_IB_HCA
   std::string seen;                   // every port and why it was skipped, for messages
+  int ports = 0;                      // ports looked at
 };
 
 // Lists the ports of every device. Never throws for a missing device: an

@@ -69,8 +69,10 @@ ConnectHandle IbTransport::listen() {
   if (api == nullptr) return notOffered(why);
   const PortScan scan = scanPorts(*api, spec);
   if (scan.usable.empty()) {
-    return notOffered(fmt::format(
-        "no active port{} ({})", spec.items.empty() ? "" : " selected by TIDAL_IB_HCA", scan.seen));
+    if (scan.ports == 0) return notOffered(scan.seen);
+    return notOffered(fmt::format("no active port{}; ports: {}",
+                                  spec.items.empty() ? "" : " selected by TIDAL_IB_HCA",
+                                  scan.seen));
   }
   const PortCandidate& port = scan.usable[static_cast<size_t>(ctx_.rank) % scan.usable.size()];
   try {
