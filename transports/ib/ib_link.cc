@@ -44,23 +44,33 @@ IbLink::IbLink(std::shared_ptr<IbDevice> device, std::string who, uint32_t nqps,
     fail(tidalSystemError, "{}: ibv_create_cq ({} entries) failed: {}", who_, cqe,
          errnoText(errno));
   }
-  for (uint32_t q = 0; q < nqps; ++q) {
-    qps_.push_back(std::make_unique<QueuePair>(
-        *device_, cq_, q == 0 ? depths.send0 : depths.sendOther,
-        q == 0 ? depths.recv0 : depths.recvOther, q == 0 ? 256 : 0, who_));
-    device_->watchQp(qps_.back()->get()->qp_num, who_);
+  try {
+    for (uint32_t q = 0; q < nqps; ++q) {
+      qps_.push_back(std::make_unique<QueuePair>(
+          *device_, cq_, q == 0 ? depths.send0 : depths.sendOther,
+          q == 0 ? depths.recv0 : depths.recvOther, q == 0 ? 256 : 0, who_));
+      device_->watchQp(qps_.back()->get()->qp_num, who_);
+    }
+  } catch (...) {
+    release();  // no destructor runs for a half-built link
+    throw;
   }
   sendUsed_.assign(nqps, 0);
 }
 
-IbLink::~IbLink() {
+IbLink::~IbLink() { release(); }
+
+void IbLink::release() {
   const VerbsApi& api = device_->api();
   for (auto& qp : qps_) device_->unwatchQp(qp->get()->qp_num);
   qps_.clear();
   for (auto* e : owned_) device_->cache().unpin(e);
+  owned_.clear();
   drainEvents();
   if (cq_) api.destroyCq(cq_);
   if (channel_) api.destroyCompChannel(channel_);
+  cq_ = nullptr;
+  channel_ = nullptr;
 }
 
 std::vector<QpEndpoint> IbLink::endpoints() const {

@@ -116,6 +116,8 @@ class IbLink {
 
  private:
   void drainEvents();
+  // Destroys QPs, CQ and channel, unpins owned memory (idempotent).
+  void release();
   uint32_t sendDepth(size_t qp) const { return qp == 0 ? depths_.send0 : depths_.sendOther; }
 
   std::shared_ptr<IbDevice> device_;
