@@ -14,6 +14,10 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev libpmix-dev openssh-client
   libgloo-dev
   iproute2 procps clang-format
+  # The ib transport (verbs headers; libibverbs is dlopened at run time) and
+  # its Soft-RoCE VM test: Debian's kernel with rdma_rxe booted in QEMU.
+  libibverbs-dev ibverbs-providers ibverbs-utils rdma-core
+  qemu-system-x86 linux-image-amd64 busybox-static kmod cpio xz-utils
 )
 
 missing=()

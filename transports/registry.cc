@@ -3,16 +3,30 @@
 #include "transports/shm/shm_transport.h"
 #include "transports/tcp/tcp_transport.h"
 #include "transports/transport.h"
+#if TIDAL_HAVE_IB
+#include "transports/ib/ib_transport.h"
+#endif
 
 namespace tidal {
 
-std::vector<std::string> availableTransports() { return {"tcp", "shm"}; }
+std::vector<std::string> availableTransports() {
+#if TIDAL_HAVE_IB
+  return {"tcp", "shm", "ib"};
+#else
+  return {"tcp", "shm"};
+#endif
+}
 
 std::unique_ptr<Transport> createTransport(const std::string& name, const TransportContext& ctx) {
   if (name == "tcp") return std::make_unique<TcpTransport>(ctx);
   if (name == "shm") return std::make_unique<shm::ShmTransport>(ctx);
-  fail(tidalInvalidArgument, "rank {}: unknown transport '{}' (TIDAL_NET); available: tcp, shm",
-       ctx.rank, name);
+#if TIDAL_HAVE_IB
+  if (name == "ib") return std::make_unique<ib::IbTransport>(ctx);
+#endif
+  std::string names;
+  for (const auto& n : availableTransports()) names += (names.empty() ? "" : ", ") + n;
+  fail(tidalInvalidArgument, "rank {}: unknown transport '{}' (TIDAL_NET); available: {}", ctx.rank,
+       name, names);
 }
 
 }  // namespace tidal

@@ -29,6 +29,10 @@ const char* typeName(uint16_t type) {
       return "allGather";
     case MsgType::Broadcast:
       return "broadcast";
+    case MsgType::IbHello:
+      return "ib hello";
+    case MsgType::IbReply:
+      return "ib reply";
     case MsgType::Barrier:
       return "barrier";
   }

@@ -107,6 +107,15 @@ std::string Communicator::chooseTransport(int peer, const std::vector<PeerRecord
       std::strncmp(records[static_cast<size_t>(rank_)].hostId,
                    records[static_cast<size_t>(peer)].hostId, kMaxHostIdBytes) == 0;
   if (sameHost && !shmDisabled_ && transports_.count("shm")) return "shm";
+  // A transport whose listen() returned an empty handle is not offered by
+  // that rank (ib without an active RDMA port): both ends must offer it.
+  const auto offers = [&](int r, const std::string& name) {
+    const auto it = std::find(transportOrder_.begin(), transportOrder_.end(), name);
+    if (it == transportOrder_.end()) return false;
+    const auto index = static_cast<size_t>(it - transportOrder_.begin());
+    return records[static_cast<size_t>(r)].handles[index].length > 0;
+  };
+  if (offers(rank_, "ib") && offers(peer, "ib")) return "ib";
   return "tcp";
 }
 

@@ -90,7 +90,8 @@ class Communicator {
   int nranks_;
   std::unique_ptr<Bootstrap> bootstrap_;
   // Every transport this rank listens on, by name; each peer uses one of
-  // them, chosen by chooseTransport (same host: shm, else tcp; TIDAL_NET forces).
+  // them, chosen by chooseTransport (same host: shm, else ib where both ranks offer it,
+  // else tcp; TIDAL_NET forces).
   static constexpr size_t kMaxTransports = 4;
   struct PeerRecord;
   void connectPeers();

@@ -22,6 +22,9 @@ using namespace tidal::test;
 struct Options {
   int threads = 0;   // 0: one rank per process, from the environment
   bool big = false;  // include the 1M+3 element cases
+  // Element count of the --big cases: smaller for slow transports (the
+  // Soft-RoCE VM), with a remainder so chunks and segments stay uneven.
+  size_t bigCount = (1u << 20) + 3;
 };
 
 struct Tally {
@@ -158,7 +161,7 @@ bool runCase(tidalComm_t comm, int rank, int n, const Case& c) {
   return true;
 }
 
-std::vector<Case> buildCases(int n, bool big) {
+std::vector<Case> buildCases(int n, bool big, size_t bigCount) {
   std::vector<Case> cases;
   const size_t smallCounts[] = {0, 1, 7, 1023};
   int k = 0;
@@ -178,7 +181,7 @@ std::vector<Case> buildCases(int n, bool big) {
     }
   }
   if (big) {
-    const size_t count = (1u << 20) + 3;
+    const size_t count = bigCount;
     for (bool inPlace : {false, true}) {
       for (int t = 0; t < tidalNumTypes; ++t) {
         cases.push_back(
@@ -202,9 +205,9 @@ std::vector<Case> buildCases(int n, bool big) {
 }
 
 // One rank's whole suite over two communicators used alternately.
-Tally runSuite(tidalComm_t comms[2], int rank, int n, bool big) {
+Tally runSuite(tidalComm_t comms[2], int rank, int n, const Options& opt) {
   Tally tally;
-  const auto cases = buildCases(n, big);
+  const auto cases = buildCases(n, opt.big, opt.bigCount);
   for (size_t i = 0; i < cases.size(); ++i) {
     if (runCase(comms[i % 2], rank, n, cases[i])) {
       ++tally.passed;
@@ -252,7 +255,7 @@ int runAsProcess(const Options& opt) {
                  tidalGetLastError(nullptr));
     return 1;
   }
-  const Tally t = runSuite(comms, rank, n, opt.big);
+  const Tally t = runSuite(comms, rank, n, opt);
   for (auto c : comms) tidalCommDestroy(c);
   return report("process", rank, t);
 }
@@ -271,7 +274,7 @@ int runAsThreads(const Options& opt) {
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       tidalComm_t pair[2] = {a[r], b[r]};
-      tallies[r] = runSuite(pair, r, n, opt.big);
+      tallies[r] = runSuite(pair, r, n, opt);
     });
   }
   for (auto& t : threads) t.join();
@@ -294,8 +297,15 @@ int main(int argc, char** argv) {
       opt.big = true;
     } else if (arg == "--threads" && i + 1 < argc) {
       opt.threads = std::atoi(argv[++i]);
+    } else if (arg == "--big-count" && i + 1 < argc) {
+      opt.big = true;
+      opt.bigCount = std::strtoull(argv[++i], nullptr, 10);
+      if (opt.bigCount < 16) {
+        std::fprintf(stderr, "%s: --big-count must be at least 16\n", argv[0]);
+        return 2;
+      }
     } else {
-      std::fprintf(stderr, "usage: %s [--big] [--threads N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--big] [--big-count N] [--threads N]\n", argv[0]);
       return 2;
     }
   }

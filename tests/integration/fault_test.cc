@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "job_fork.h"
+#include "killed_rank.h"
 #include "tidal/tidal.h"
 
 namespace {
@@ -24,40 +25,6 @@ using namespace std::chrono;
 using tidal::test::ForkedJob;
 
 constexpr int kTimeoutSeconds = 10;
-
-// Exit codes of the surviving ranks in KilledRank.
-enum SurvivorExit { kGotErrorInTime = 0, kInitFailed = 10, kNeverFailed = 11, kTooLate = 12 };
-
-int survivorOrVictim(int rank, int victim) {
-  tidalComm_t comm;
-  if (tidalCommInitFromEnv(&comm) != tidalSuccess) return kInitFailed;
-  const size_t count = 4u << 20;  // 16 MiB of floats: each call takes a while
-  std::vector<float> buf(count, 1.0f);
-  for (int iter = 0; iter < 2000; ++iter) {
-    if (rank == victim && iter == 3) {
-      // Die while the next AllReduce is in flight, not between calls.
-      std::thread([] {
-        std::this_thread::sleep_for(milliseconds(3));
-        ::raise(SIGKILL);
-      }).detach();
-    }
-    const auto start = steady_clock::now();
-    const tidalResult_t r =
-        tidalAllReduce(buf.data(), buf.data(), count, tidalFloat32, tidalSum, comm, nullptr);
-    if (r != tidalSuccess) {
-      const auto took = duration_cast<seconds>(steady_clock::now() - start).count();
-      std::fprintf(stderr, "rank %d: AllReduce failed after %lld s as expected: %s\n", rank,
-                   static_cast<long long>(took), tidalGetLastError(comm));
-      tidalResult_t async = tidalSuccess;
-      tidalCommGetAsyncError(comm, &async);
-      tidalCommAbort(comm);
-      if (async == tidalSuccess) return kNeverFailed;
-      return took <= kTimeoutSeconds ? kGotErrorInTime : kTooLate;
-    }
-    std::fill(buf.begin(), buf.end(), 1.0f);
-  }
-  return kNeverFailed;
-}
 
 std::set<std::string> devShmEntries() {
   std::set<std::string> names;
@@ -73,19 +40,14 @@ class KilledRank : public ::testing::TestWithParam<const char*> {};
 TEST_P(KilledRank, EveryOtherRankReturnsAnErrorWithinTheTimeout) {
   constexpr int kRanks = 4, kVictim = 2;
   const auto shmBefore = devShmEntries();
-  ForkedJob job(kRanks, [](int rank) { return survivorOrVictim(rank, kVictim); },
+  ForkedJob job(kRanks,
+                [](int rank) {
+                  // 16 MiB of floats: each call takes a while.
+                  return tidal::test::survivorOrVictim(rank, kVictim, 4u << 20, kTimeoutSeconds);
+                },
                 {{"TIDAL_TIMEOUT", std::to_string(kTimeoutSeconds)}, {"TIDAL_NET", GetParam()}});
   const auto status = job.wait(seconds(4 * kTimeoutSeconds));
-  for (int r = 0; r < kRanks; ++r) {
-    if (r == kVictim) {
-      EXPECT_TRUE(WIFSIGNALED(status[r]) && WTERMSIG(status[r]) == SIGKILL)
-          << "victim status " << status[r];
-      continue;
-    }
-    ASSERT_NE(status[r], -1) << "rank " << r << " hung past the test's own deadline";
-    ASSERT_TRUE(WIFEXITED(status[r])) << "rank " << r << " crashed, status " << status[r];
-    EXPECT_EQ(WEXITSTATUS(status[r]), kGotErrorInTime) << "rank " << r;
-  }
+  tidal::test::expectSurvivorsGotTheError(status, kVictim);
   // Nothing of the job may outlive it in /dev/shm, not even after a SIGKILL.
   for (const auto& name : devShmEntries()) {
     EXPECT_TRUE(shmBefore.count(name)) << "/dev/shm/" << name << " was left behind";

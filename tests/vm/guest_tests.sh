@@ -1,0 +1,74 @@
+#!/bin/sh
+# The ib test set, run inside the Soft-RoCE VM (run_vm_tests.sh) with every
+# pair of ranks forced onto ib (TIDAL_NET=ib) over rxe0. Each step prints
+# "RESULT <name>: PASS|FAIL"; the exit status is the number of failures.
+B=/tidal/bin
+export TIDAL_NET=ib TIDAL_TIMEOUT=60 TIDAL_CONF_FILE=/nonexistent
+FAILS=0
+# step NAME FILTER COMMAND...: runs COMMAND (bounded), shows the lines that
+# match FILTER (all of them when it fails), and records the result.
+step() {
+  name=$1 filter=$2
+  shift 2
+  echo "===== $name: $*"
+  t0=$(cut -d' ' -f1 /proc/uptime)
+  timeout 400 "$@" > /tmp/step.out 2>&1
+  rc=$?
+  t1=$(cut -d' ' -f1 /proc/uptime)
+  secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')
+  if [ $rc = 0 ]; then
+    grep -E -e "$filter" /tmp/step.out | head -60
+    echo "RESULT $name: PASS (${secs} s)"
+  else
+    tail -80 /tmp/step.out
+    echo "RESULT $name: FAIL (exit $rc, ${secs} s)"
+    FAILS=$((FAILS + 1))
+  fi
+}
+# expect_line NAME PATTERN: the previous step's output must contain PATTERN.
+expect_line() {
+  if grep -q -E -e "$2" /tmp/step.out; then
+    echo "RESULT $1: PASS"
+  else
+    echo "RESULT $1: FAIL (no line matching '$2')"
+    FAILS=$((FAILS + 1))
+  fi
+}
+
+PATHLINE=' -> [0-9]+: ib rxe0:1 RoCEv2 gid [0-9]+ mtu [0-9]+ GDR (off|dmabuf|peermem)'
+INFO="TIDAL_DEBUG=INFO TIDAL_DEBUG_SUBSYS=INIT,NET"
+
+step tidal-info 'Transports' $B/tidal-info
+expect_line tidal-info-lists-ib 'Transports:.* ib'
+
+step transport-unit 'PASSED|SKIPPED|tests ran' env TIDAL_TEST_NETDEV=rxed0 $B/ib_transport_test
+expect_line transport-unit-not-skipped '\[  PASSED  \] [1-9]'
+grep -q SKIPPED /tmp/step.out && { echo "RESULT transport-unit-ran-everything: FAIL (skipped)"; FAILS=$((FAILS + 1)); }
+
+step suite-np2 "$PATHLINE|passed|registration cache|hw_counters" \
+  env $INFO $B/tidalrun -np 2 $B/collective_worker
+expect_line suite-np2-path-line "rank 0 -> 1: ib rxe0:1 RoCEv2"
+
+step suite-np3-rdma-path "$PATHLINE|passed|registration cache" \
+  env $INFO TIDAL_IB_EAGER_BYTES=0 TIDAL_CHUNK_SIZE=65536 \
+  $B/tidalrun -np 3 $B/collective_worker --big-count 65539
+expect_line suite-np3-path-line "rank 2 -> 0: ib rxe0:1 RoCEv2"
+expect_line suite-np3-cache-reuse 'registration cache: [1-9][0-9]* hits'
+
+step suite-np2-4qps "$PATHLINE|passed" \
+  env $INFO TIDAL_IB_QPS_PER_CONNECTION=4 TIDAL_IB_EAGER_BYTES=0 TIDAL_CHUNK_SIZE=262144 \
+  $B/tidalrun -np 2 $B/collective_worker --big-count 262147
+expect_line suite-np2-4qps-striped ' -> 1: ib rxe0:1 .*4 QPs'
+
+step faults 'PASSED|OK \]|expected' $B/ib_fault_test
+expect_line faults-bad-gid-text 'TIDAL_IB_GID_INDEX=[0-9]+ is not a usable GID on rxe0 port 1'
+
+step all_reduce_perf "^#|^ +[0-9]|$PATHLINE" \
+  env TIDAL_DEBUG=INFO TIDAL_DEBUG_SUBSYS=INIT $B/tidalrun -np 2 $B/all_reduce_perf -b 8 -e 8M -f 4 -n 20 -w 2
+expect_line all_reduce_perf-over-ib "rank 0 -> 1: ib rxe0:1"
+# The same over tcp in the same VM, for the side-by-side table in docs/benchmarks.md.
+step all_reduce_perf-tcp "^ +[0-9]" \
+  env TIDAL_NET=tcp $B/tidalrun -np 2 $B/all_reduce_perf -b 8 -e 8M -f 4 -n 20 -w 2
+
+echo "GUEST_TESTS_DONE failures=$FAILS uptime=$(cut -d' ' -f1 /proc/uptime)s"
+exit $FAILS

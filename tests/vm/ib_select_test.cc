@@ -1,0 +1,311 @@
+// The ib transport's decisions that need no device: port selection
+// (TIDAL_IB_HCA), GID choice over a GID table laid out like sysfs,
+// address ranges, sequence widening; and, on a machine without an active
+// RDMA port (CI), that TIDAL_NET=ib fails fast with a clear error while the
+// default choice falls back to the other transports.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "../integration/job_fork.h"
+#include "../unit/scoped_env.h"
+#include "core/error.h"
+#include "tidal/tidal.h"
+#include "transports/ib/device_select.h"
+#include "transports/ib/gpu_direct.h"
+#include "transports/ib/hw_counters.h"
+#include "transports/ib/ib_device.h"
+#include "transports/ib/protocol.h"
+#include "transports/ib/verbs_api.h"
+
+namespace tidal::ib {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(HcaSpec, PrefixesPortsExclusionAndExact) {
+  const HcaSpec any = parseHcaSpec("");
+  EXPECT_TRUE(hcaMatches(any, "mlx5_0", 1));
+
+  const HcaSpec some = parseHcaSpec("mlx5_0:1,mlx5_1");
+  EXPECT_TRUE(hcaMatches(some, "mlx5_0", 1));
+  EXPECT_FALSE(hcaMatches(some, "mlx5_0", 2));
+  EXPECT_TRUE(hcaMatches(some, "mlx5_1", 2));
+  EXPECT_TRUE(hcaMatches(some, "mlx5_10", 1)) << "names are prefixes unless '='";
+  EXPECT_FALSE(hcaMatches(some, "rxe0", 1));
+
+  const HcaSpec exact = parseHcaSpec("=mlx5_1");
+  EXPECT_TRUE(hcaMatches(exact, "mlx5_1", 1));
+  EXPECT_FALSE(hcaMatches(exact, "mlx5_10", 1));
+
+  const HcaSpec notThese = parseHcaSpec("^mlx5_2,rxe");
+  EXPECT_TRUE(hcaMatches(notThese, "mlx5_0", 1));
+  EXPECT_FALSE(hcaMatches(notThese, "mlx5_2", 1));
+  EXPECT_FALSE(hcaMatches(notThese, "rxe0", 1));
+
+  const HcaSpec notExactly = parseHcaSpec("^=mlx5_1");
+  EXPECT_TRUE(hcaMatches(notExactly, "mlx5_10", 1));
+  EXPECT_FALSE(hcaMatches(notExactly, "mlx5_1", 1));
+}
+
+TEST(HcaSpec, BadPortIsAnErrorNamingTheVariable) {
+  try {
+    parseHcaSpec("mlx5_0:x");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), tidalInvalidArgument);
+    EXPECT_THAT(e.what(), HasSubstr("TIDAL_IB_HCA"));
+    EXPECT_THAT(e.what(), HasSubstr("mlx5_0:x"));
+  }
+}
+
+// A port directory laid out like /sys/class/infiniband/DEV/ports/P.
+class FakePort {
+ public:
+  FakePort() {
+    char tmpl[] = "/tmp/ib_select_test_XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    std::filesystem::create_directories(dir_ + "/gids");
+    std::filesystem::create_directories(dir_ + "/gid_attrs/types");
+  }
+  ~FakePort() { std::filesystem::remove_all(dir_); }
+  // type "" leaves the type file out (an unused entry: reading it fails).
+  void add(int index, const std::string& gid, const std::string& type) {
+    std::ofstream(fmt::format("{}/gids/{}", dir_, index)) << gid << "\n";
+    if (!type.empty())
+      std::ofstream(fmt::format("{}/gid_attrs/types/{}", dir_, index)) << type << "\n";
+  }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
+constexpr const char* kZero = "0000:0000:0000:0000:0000:0000:0000:0000";
+
+// The table Soft-RoCE shows for an interface with 10.77.0.1 and a global
+// IPv6 address, RoCE v1 and v2 entries interleaved as on mlx5.
+void fillTypicalTable(FakePort& p) {
+  p.add(0, "fe80:0000:0000:0000:1489:51ff:fe85:f6fa", "IB/RoCE v1");
+  p.add(1, "fe80:0000:0000:0000:1489:51ff:fe85:f6fa", "RoCE v2");
+  p.add(2, "fd00:0000:0000:0000:0000:0000:0000:0007", "IB/RoCE v1");
+  p.add(3, "fd00:0000:0000:0000:0000:0000:0000:0007", "RoCE v2");
+  p.add(4, "0000:0000:0000:0000:0000:ffff:0a4d:0001", "IB/RoCE v1");
+  p.add(5, "0000:0000:0000:0000:0000:ffff:0a4d:0001", "RoCE v2");
+  p.add(6, kZero, "");
+}
+
+TEST(GidChoice, PrefersRoceV2WithAnIpv4Address) {
+  FakePort port;
+  fillTypicalTable(port);
+  const auto table = readGidTable(port.dir());
+  ASSERT_EQ(table.size(), 7u);
+  EXPECT_TRUE(table[6].type.empty());
+  const GidEntry g = chooseRoceGid(table, GidPolicy{}, "rxe0 port 1", 0);
+  EXPECT_EQ(g.index, 5);
+  EXPECT_EQ(g.address(), "::ffff:10.77.0.1");
+}
+
+TEST(GidChoice, FamilyAndRangeNarrowTheChoice) {
+  FakePort port;
+  fillTypicalTable(port);
+  const auto table = readGidTable(port.dir());
+  GidPolicy v6;
+  v6.family = AF_INET6;
+  EXPECT_EQ(chooseRoceGid(table, v6, "rxe0 port 1", 0).index, 3) << "global before link-local";
+  GidPolicy linkLocal;
+  linkLocal.range = parseAddressRange("fe80::/10");
+  EXPECT_EQ(chooseRoceGid(table, linkLocal, "rxe0 port 1", 0).index, 1);
+  GidPolicy inRange;
+  inRange.range = parseAddressRange("10.77.0.0/16");
+  EXPECT_EQ(chooseRoceGid(table, inRange, "rxe0 port 1", 0).index, 5);
+  GidPolicy nowhere;
+  nowhere.range = parseAddressRange("192.168.0.0/16");
+  nowhere.rangeText = "192.168.0.0/16";
+  try {
+    chooseRoceGid(table, nowhere, "rxe0 port 1", 3);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), tidalInvalidArgument);
+    EXPECT_THAT(e.what(), HasSubstr("rank 3"));
+    EXPECT_THAT(e.what(), HasSubstr("rxe0 port 1"));
+    EXPECT_THAT(e.what(), HasSubstr("TIDAL_IB_ADDR_RANGE=192.168.0.0/16"));
+    EXPECT_THAT(e.what(), HasSubstr("5 ::ffff:10.77.0.1 (RoCE v2)")) << "lists what there is";
+    EXPECT_THAT(e.what(), HasSubstr("TIDAL_IB_GID_INDEX"));
+  }
+}
+
+TEST(GidChoice, OverrideIsCheckedAndTheErrorSaysWhatToSet) {
+  FakePort port;
+  fillTypicalTable(port);
+  const auto table = readGidTable(port.dir());
+  GidPolicy pick;
+  pick.overrideIndex = 2;
+  EXPECT_EQ(chooseRoceGid(table, pick, "rxe0 port 1", 0).index, 2) << "the user's choice wins";
+  for (int bad : {6, 40}) {
+    GidPolicy p;
+    p.overrideIndex = bad;
+    try {
+      chooseRoceGid(table, p, "rxe0 port 1", 1);
+      FAIL() << "no error for index " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), tidalInvalidArgument);
+      EXPECT_THAT(e.what(), HasSubstr(fmt::format("TIDAL_IB_GID_INDEX={}", bad)));
+      EXPECT_THAT(e.what(), HasSubstr("rxe0 port 1"));
+      EXPECT_THAT(e.what(), HasSubstr("::ffff:10.77.0.1"));
+    }
+  }
+}
+
+TEST(GidChoice, BadSettingsNameTheVariable) {
+  {
+    test::ScopedEnv env("TIDAL_IB_ADDR_FAMILY", "AF_UNIX");
+    EXPECT_THROW(gidPolicyFromParams(0), Error);
+  }
+  for (const char* bad : {"10.0.0.0", "10.0.0.0/33", "nonsense/8", "fd00::/x"}) {
+    try {
+      parseAddressRange(bad);
+      FAIL() << bad;
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("TIDAL_IB_ADDR_RANGE")) << bad;
+    }
+  }
+}
+
+TEST(Protocol, ImmediateCountersWidenAcrossTheWrap) {
+  const uint64_t wrap = uint64_t{kImmValueMask} + 1;
+  EXPECT_EQ(widen(0, 0), 0u);
+  EXPECT_EQ(widen(5, 7), 7u);
+  EXPECT_EQ(widen(wrap - 2, immValue(makeImm(ImmKind::Data, wrap + 1))), wrap + 1);
+  EXPECT_EQ(immKind(makeImm(ImmKind::Credit, 12345)), ImmKind::Credit);
+  EXPECT_EQ(immValue(makeImm(ImmKind::Credit, 12345)), 12345u);
+}
+
+bool hostHasActiveRdmaPort() {
+  std::string why;
+  const VerbsApi* api = VerbsApi::load(&why);
+  return api && !scanPorts(*api, HcaSpec{}).usable.empty();
+}
+
+int initAndReport(int) {
+  tidalComm_t comm;
+  const tidalResult_t r = tidalCommInitFromEnv(&comm);
+  if (r == tidalSuccess) {
+    tidalCommDestroy(comm);
+    return 0;
+  }
+  const std::string text = tidalGetLastError(nullptr);
+  if (r != tidalInvalidUsage) return 2;
+  return text.find("TIDAL_NET=ib") != std::string::npos &&
+                 text.find("no usable RDMA port") != std::string::npos
+             ? 1
+             : 3;
+}
+
+TEST(NoRdmaHere, ForcingIbFailsAtInitWithAClearError) {
+  if (hostHasActiveRdmaPort()) GTEST_SKIP() << "this host has an active RDMA port";
+  const auto start = std::chrono::steady_clock::now();
+  test::ForkedJob job(2, initAndReport, {{"TIDAL_NET", "ib"}, {"TIDAL_TIMEOUT", "60"}});
+  const auto status = job.wait(std::chrono::seconds(50));
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(status[r] != -1 && WIFEXITED(status[r])) << "rank " << r << " hung or crashed";
+    EXPECT_EQ(WEXITSTATUS(status[r]), 1) << "rank " << r << " (0: init succeeded, 2: wrong "
+                                         << "code, 3: unclear text)";
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30))
+      << "must fail at once, not at TIDAL_TIMEOUT";
+}
+
+TEST(NoRdmaHere, DefaultChoiceFallsBackAndWorks) {
+  if (hostHasActiveRdmaPort()) GTEST_SKIP() << "this host has an active RDMA port";
+  // Two "hosts" on one machine: without ib the pair must pick tcp.
+  test::ForkedJob job(
+      2,
+      [](int rank) {
+        setenv("TIDAL_HOSTID", rank == 0 ? "hostA" : "hostB", 1);
+        tidalComm_t comm;
+        if (tidalCommInitFromEnv(&comm) != tidalSuccess) return 1;
+        int v = rank + 1;
+        if (tidalAllReduce(&v, &v, 1, tidalInt32, tidalSum, comm, nullptr) != tidalSuccess)
+          return 2;
+        tidalCommDestroy(comm);
+        return v == 3 ? 0 : 3;
+      },
+      {{"TIDAL_TIMEOUT", "60"}});
+  const auto status = job.wait(std::chrono::seconds(50));
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(status[r] != -1 && WIFEXITED(status[r])) << "rank " << r;
+    EXPECT_EQ(WEXITSTATUS(status[r]), 0) << "rank " << r;
+  }
+}
+
+}  // namespace
+}  // namespace tidal::ib
+
+namespace tidal::ib {
+namespace {
+
+TEST(IbSettings, OutOfRangeValuesAreErrorsNamingTheVariable) {
+  struct Case {
+    const char* name;
+    const char* value;
+  };
+  for (const Case& c :
+       {Case{"TIDAL_IB_QPS_PER_CONNECTION", "0"}, Case{"TIDAL_IB_QPS_PER_CONNECTION", "17"},
+        Case{"TIDAL_IB_EAGER_BYTES", "70000"}, Case{"TIDAL_IB_SL", "16"},
+        Case{"TIDAL_IB_TC", "256"}, Case{"TIDAL_IB_TIMEOUT", "0"},
+        Case{"TIDAL_IB_RETRY_CNT", "8"}}) {
+    test::ScopedEnv env(c.name, c.value);
+    try {
+      createTransport("ib", {2, 4, Secret{}});
+      ADD_FAILURE() << c.name << "=" << c.value << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), tidalInvalidArgument);
+      EXPECT_THAT(e.what(), HasSubstr(fmt::format("{}={}", c.name, c.value)));
+      EXPECT_THAT(e.what(), HasSubstr("rank 2"));
+    }
+  }
+}
+
+TEST(GpuDirectDetection, SettingsAndWhatThisMachineHas) {
+  std::string why;
+  const VerbsApi* api = VerbsApi::load(&why);
+  if (api == nullptr) GTEST_SKIP() << why;
+  EXPECT_THROW(GpuDirect::detect(*api, "yes", 0), Error);
+  const GpuDirect off = GpuDirect::detect(*api, "0", 0);
+  EXPECT_EQ(off.mode(), GpuDirect::Mode::Off);
+  EXPECT_STREQ(off.modeName(), "off");
+  const GpuDirect automatic = GpuDirect::detect(*api, "auto", 0);
+  if (automatic.mode() != GpuDirect::Mode::Off) {
+    GTEST_SKIP() << "this machine has GPUDirect: " << automatic.reason();
+  }
+  // No GPU here: auto says why and stages; 1 refuses with the same reason.
+  EXPECT_THAT(automatic.reason(), HasSubstr("staged through host memory"));
+  try {
+    GpuDirect::detect(*api, "1", 5);
+    FAIL() << "TIDAL_GDR=1 accepted without GPUDirect";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), tidalInvalidArgument);
+    EXPECT_THAT(e.what(), HasSubstr("rank 5: TIDAL_GDR=1"));
+  }
+}
+
+TEST(HwCounters, DeltaNamesWhatMovedAndTheCongestionCounters) {
+  const CounterSnapshot before{
+      {"np_cnp_sent", 5}, {"rcvd_pkts", 100}, {"local_ack_timeout_err", 2}};
+  const CounterSnapshot after{{"np_cnp_sent", 9}, {"rcvd_pkts", 150}, {"local_ack_timeout_err", 2}};
+  const std::string text = counterDeltaText(before, after);
+  EXPECT_THAT(text, HasSubstr("rcvd_pkts +50"));
+  EXPECT_THAT(text, HasSubstr("congestion counters: np_cnp_sent +4"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("local_ack_timeout_err")))
+      << "unmoved, not congestion";
+  EXPECT_THAT(counterDeltaText({}, {}), HasSubstr("no hw_counters"));
+}
+
+}  // namespace
+}  // namespace tidal::ib

@@ -1,0 +1,159 @@
+#include "transports/ib/protocol.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "bootstrap/wire.h"
+#include "core/error.h"
+
+namespace tidal::ib {
+
+namespace {
+
+constexpr uint32_t kHandleMagic = 0x54444942u;  // "TDIB"
+constexpr uint16_t kHandleVersion = 1;
+
+void writeU64(wire::Writer& w, uint64_t v) {
+  w.u32(static_cast<uint32_t>(v));
+  w.u32(static_cast<uint32_t>(v >> 32));
+}
+uint64_t readU64(wire::Reader& r) {
+  const uint64_t lo = r.u32();
+  return lo | (uint64_t{r.u32()} << 32);
+}
+
+void writePort(wire::Writer& w, const PortAddress& p) {
+  w.u32(p.ethernet ? 1 : 0);
+  w.u32(p.lid);
+  w.u32(static_cast<uint32_t>(p.mtu));
+  w.u32(p.gidIndex);
+  w.bytes(p.gid.data(), p.gid.size());
+}
+PortAddress readPort(wire::Reader& r) {
+  PortAddress p;
+  p.ethernet = r.u32() != 0;
+  p.lid = static_cast<uint16_t>(r.u32());
+  const uint32_t mtu = r.u32();
+  if (mtu < IBV_MTU_256 || mtu > IBV_MTU_4096) {
+    fail(tidalRemoteError, "ib set-up message carries MTU code {}", mtu);
+  }
+  p.mtu = static_cast<ibv_mtu>(mtu);
+  p.gidIndex = r.u32();
+  r.bytes(p.gid.data(), p.gid.size());
+  return p;
+}
+
+void writeQps(wire::Writer& w, const std::vector<QpEndpoint>& qps) {
+  for (int i = 0; i < kMaxQpsPerConnection; ++i) {
+    const QpEndpoint e =
+        i < static_cast<int>(qps.size()) ? qps[static_cast<size_t>(i)] : QpEndpoint{};
+    w.u32(e.qpn);
+    w.u32(e.psn);
+  }
+}
+std::vector<QpEndpoint> readQps(wire::Reader& r, uint32_t n) {
+  std::vector<QpEndpoint> qps;
+  for (int i = 0; i < kMaxQpsPerConnection; ++i) {
+    QpEndpoint e;
+    e.qpn = r.u32();
+    e.psn = r.u32();
+    if (static_cast<uint32_t>(i) < n) qps.push_back(e);
+  }
+  return qps;
+}
+
+}  // namespace
+
+std::string connectionText(const IbDevice& device, ibv_mtu pathMtu,
+                           const ConnectionGeometry& geometry) {
+  const uint32_t eager = geometry.eagerBytes;
+  return fmt::format(
+      "ib {} mtu {} GDR {}, {} QP{}, eager <= {}", device.pathText(), mtuName(pathMtu),
+      device.gpu().modeName(), geometry.nqps, geometry.nqps == 1 ? "" : "s",
+      eager % 1024 == 0 ? fmt::format("{} KiB", eager / 1024) : fmt::format("{} B", eager));
+}
+
+ConnectHandle encodeListenInfo(const ListenInfo& info) {
+  ConnectHandle h;
+  wire::Writer w(h);
+  w.u32(kHandleMagic);
+  w.u16(kHandleVersion);
+  w.u16(0);
+  w.address(info.sideChannel);
+  writePort(w, info.port);
+  return h;
+}
+
+ListenInfo decodeListenInfo(const ConnectHandle& handle, int selfRank, int peer) {
+  const std::string what = fmt::format("rank {}: ib handle of rank {}", selfRank, peer);
+  wire::Reader r(handle.data(), handle.size(), what);
+  if (r.u32() != kHandleMagic || r.u16() != kHandleVersion) {
+    fail(tidalInvalidUsage, "{} is not a version {} ib handle (mixed Tidal versions?)", what,
+         kHandleVersion);
+  }
+  r.u16();
+  ListenInfo info;
+  info.sideChannel = r.address();
+  info.port = readPort(r);
+  return info;
+}
+
+std::vector<uint8_t> encodeHello(const Secret& secret, const Hello& h) {
+  std::vector<uint8_t> out;
+  wire::Writer w(out);
+  w.bytes(secret.data(), secret.size());
+  w.u32(static_cast<uint32_t>(h.fromRank));
+  w.u32(static_cast<uint32_t>(h.toRank));
+  w.u32(h.geometry.nqps);
+  w.u32(h.geometry.eagerBytes);
+  w.u32(h.geometry.eagerSlots);
+  w.u32(h.fifoRkey);
+  writePort(w, h.port);
+  writeU64(w, h.fifoAddr);
+  w.u32(0);  // reserved
+  writeQps(w, h.qps);
+  return out;
+}
+
+Hello decodeHello(const std::vector<uint8_t>& body) {
+  wire::Reader r(body.data(), body.size(), "ib hello");
+  Hello h;
+  h.fromRank = static_cast<int32_t>(r.u32());
+  h.toRank = static_cast<int32_t>(r.u32());
+  h.geometry.nqps = r.u32();
+  h.geometry.eagerBytes = r.u32();
+  h.geometry.eagerSlots = r.u32();
+  h.fifoRkey = r.u32();
+  h.port = readPort(r);
+  h.fifoAddr = readU64(r);
+  r.u32();
+  const uint32_t n = std::min<uint32_t>(h.geometry.nqps, kMaxQpsPerConnection);
+  h.qps = readQps(r, n);
+  return h;
+}
+
+std::vector<uint8_t> encodeReply(const Reply& reply) {
+  std::vector<uint8_t> out;
+  wire::Writer w(out);
+  writePort(w, reply.port);
+  writeU64(w, reply.eagerAddr);
+  w.u32(reply.eagerRkey);
+  w.u32(0);  // reserved
+  w.u32(0);
+  writeQps(w, reply.qps);
+  return out;
+}
+
+Reply decodeReply(const std::vector<uint8_t>& bytes, uint32_t nqps) {
+  wire::Reader r(bytes.data(), bytes.size(), "ib reply");
+  Reply reply;
+  reply.port = readPort(r);
+  reply.eagerAddr = readU64(r);
+  reply.eagerRkey = r.u32();
+  r.u32();
+  r.u32();
+  reply.qps = readQps(r, nqps);
+  return reply;
+}
+
+}  // namespace tidal::ib
