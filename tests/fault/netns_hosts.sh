@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Runs a Tidal job across "hosts" made of network namespaces on this machine.
 #
-#   netns_hosts.sh [-H hosts] [-L ranks-per-host] [-d delay] [-r rate] -- PROGRAM ARGS...
+#   netns_hosts.sh [-H hosts] [-L ranks-per-host] [-d delay | -D delay] [-r rate] -- PROGRAM ARGS...
+#
+# -d adds the delay where the kernel has tc netem and runs without it where
+# it does not (this project's development and CI kernels); -D requires it and
+# exits 1 without netem (tests/vm runs it so under Debian's kernel).
 #
 # Creates H namespaces (tdl-h0 ..), each with a veth into a bridge in the
 # root namespace at 10.231.0.(h+1)/24, an optional delay (tc netem, where
@@ -12,14 +16,15 @@
 # cannot be made here (not root, no ip netns), which ctest reports as skipped.
 set -uo pipefail
 
-HOSTS=2 PER_HOST=2 DELAY="" RATE="" TIMEOUT=${NETNS_TIMEOUT:-600}
-while getopts "H:L:d:r:" opt; do
+HOSTS=2 PER_HOST=2 DELAY="" NEED_DELAY=0 RATE="" TIMEOUT=${NETNS_TIMEOUT:-600}
+while getopts "H:L:d:D:r:" opt; do
   case $opt in
     H) HOSTS=$OPTARG ;;
     L) PER_HOST=$OPTARG ;;
     d) DELAY=$OPTARG ;;
+    D) DELAY=$OPTARG NEED_DELAY=1 ;;
     r) RATE=$OPTARG ;;
-    *) echo "usage: $0 [-H hosts] [-L ranks-per-host] [-d delay] [-r rate] -- PROGRAM ARGS" >&2; exit 2 ;;
+    *) echo "usage: $0 [-H hosts] [-L ranks-per-host] [-d delay | -D delay] [-r rate] -- PROGRAM ARGS" >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -51,11 +56,16 @@ for ((h = 0; h < HOSTS; h++)); do
   ip -n "$ns" addr add "10.231.0.$((h + 1))/24" dev "${TAG}p$h"
   ip -n "$ns" link set "${TAG}p$h" up
   ip -n "$ns" link set lo up
-  # Delay needs netem; some kernels (this project's CI machines among them)
-  # are built without sch_netem, and then the job runs without the delay.
-  # Rate limiting uses tbf, which is always there.
+  # Delay needs netem; some kernels (this project's development and CI
+  # machines among them) are built without sch_netem, and then -d runs
+  # without the delay; tests/vm runs this script with -D under Debian's
+  # kernel, which has it. Rate limiting uses tbf, which is always there.
   if [ -n "$DELAY" ]; then
     if ! ip netns exec "$ns" tc qdisc add dev "${TAG}p$h" root handle 1: netem delay "$DELAY" 2>/dev/null; then
+      if [ "$NEED_DELAY" = 1 ]; then
+        echo "netns_hosts: FAIL: -D $DELAY needs tc netem, which this kernel lacks" >&2
+        exit 1
+      fi
       [ $h -eq 0 ] && echo "netns_hosts: no tc netem in this kernel; running without the $DELAY delay"
       DELAY=""
     fi

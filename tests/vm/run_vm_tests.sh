@@ -55,6 +55,13 @@ cp "$(command -v busybox)" "$ROOT/bb/busybox"
 for applet in $(busybox --list); do [ "$applet" = busybox ] || ln -sf busybox "$ROOT/bb/$applet"; done
 ln -sf ../../bb/busybox "$ROOT/usr/bin/sh"
 for t in ip rdma kmod; do add_bin "$(command -v $t)" "/usr/bin/$t"; done
+# For guest scripts that build network-namespace "hosts" (guest_netem.sh runs
+# tests/fault/netns_hosts.sh, a bash script that needs tc).
+for t in tc bash; do
+  if command -v "$t" >/dev/null 2>&1; then add_bin "$(command -v $t)" "/usr/bin/$t"; fi
+done
+mkdir -p "$ROOT/var" && ln -s ../run "$ROOT/var/run"  # ip netns keeps its names in /var/run/netns
+ln -sf ../../bb/busybox "$ROOT/usr/bin/env"              # for "#!/usr/bin/env bash"
 for t in modprobe lsmod; do ln -sf kmod "$ROOT/usr/bin/$t"; done
 # Dlopened, so ldd of our binaries does not list them.
 add_bin "$VERBS" "$VERBS"
@@ -76,7 +83,7 @@ printf '127.0.0.1 localhost\n' > "$ROOT/etc/hosts"
 MD=/lib/modules/$KVER
 mkdir -p "$ROOT$MD"
 cp "$MD"/modules.builtin* "$MD"/modules.order "$ROOT$MD/" 2>/dev/null
-for m in rdma_rxe ib_uverbs dummy crc32_generic crc32c_generic; do
+for m in rdma_rxe ib_uverbs dummy crc32_generic crc32c_generic veth bridge sch_netem sch_tbf; do
   modprobe -S "$KVER" --show-depends "$m" 2>/dev/null | while read -r kw ko _; do
     [ "$kw" = insmod ] || continue
     dst=${ko%.xz}; dst=${dst%.zst}; dst=${dst%.gz}
