@@ -1,0 +1,173 @@
+#include "engine/staged_connection.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tidal {
+
+namespace {
+
+std::vector<int> allSlots(int slots) {
+  std::vector<int> free(static_cast<size_t>(slots));
+  for (int i = 0; i < slots; ++i) free[static_cast<size_t>(i)] = slots - 1 - i;  // pop 0 first
+  return free;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Send: copy a piece off the GPU into a slot, post the slot once the copy is
+// done, free the slot once the host transport has sent it.
+
+StagedSendConnection::StagedSendConnection(DeviceApi& device, Connection& host, size_t pieceBytes,
+                                           int slots)
+    : device_(device),
+      host_(host),
+      pieceBytes_(pieceBytes),
+      slots_(slots),
+      pinned_(device.allocatePinned(pieceBytes * static_cast<size_t>(slots))),
+      freeSlots_(allSlots(slots)) {}
+
+void StagedSendConnection::post(void* data, size_t bytes) {
+  transfers_.push_back(
+      {static_cast<const char*>(data), bytes, 0, stagedPieceCount(bytes, pieceBytes_)});
+  ++posted_;
+}
+
+bool StagedSendConnection::progress() {
+  bool moved = false;
+  while (nextToStage_ < transfers_.size()) {
+    Transfer& t = transfers_[nextToStage_];
+    if (t.bytes == 0) {
+      if (!t.emptyStaged) pieces_.push_back({-1, 0, 0});
+      t.emptyStaged = true;
+      ++nextToStage_;
+      moved = true;
+      continue;
+    }
+    if (freeSlots_.empty()) break;
+    const size_t n = std::min(pieceBytes_, t.bytes - t.staged);
+    const int slot = freeSlots_.back();
+    freeSlots_.pop_back();
+    device_.copy(pinned_.data() + static_cast<size_t>(slot) * pieceBytes_, t.data + t.staged, n);
+    pieces_.push_back({slot, n, device_.mark()});
+    t.staged += n;
+    if (t.staged == t.bytes) ++nextToStage_;
+    moved = true;
+  }
+  for (Piece& p : pieces_) {
+    if (p.posted) continue;
+    if (!device_.reached(p.marker)) break;  // pieces go out in order
+    p.hostSeq = host_.posted();
+    host_.post(pinned_.data() + static_cast<size_t>(std::max(p.slot, 0)) * pieceBytes_, p.bytes);
+    p.posted = true;
+    moved = true;
+  }
+  moved |= host_.progress();
+  while (!pieces_.empty() && pieces_.front().posted &&
+         host_.completed() > pieces_.front().hostSeq) {
+    if (pieces_.front().slot >= 0) freeSlots_.push_back(pieces_.front().slot);
+    pieces_.pop_front();
+    // Pieces are made in transfer order, so the oldest belongs to the oldest transfer.
+    if (--transfers_.front().pieces == 0) {
+      transfers_.pop_front();
+      --nextToStage_;
+      ++completed_;
+    }
+    moved = true;
+  }
+  return moved;
+}
+
+std::string StagedSendConnection::describe() const {
+  return fmt::format("{} staged through {} x {} KiB pinned host memory", host_.describe(), slots_,
+                     pieceBytes_ >> 10);
+}
+
+// ---------------------------------------------------------------------------
+// Receive: post a slot on the host transport, copy (or reduce) it onto the
+// GPU once it has arrived, free it once that copy is done.
+
+StagedRecvConnection::StagedRecvConnection(DeviceApi& device, Connection& host, size_t pieceBytes,
+                                           int slots)
+    : device_(device),
+      host_(host),
+      pieceBytes_(pieceBytes),
+      slots_(slots),
+      pinned_(device.allocatePinned(pieceBytes * static_cast<size_t>(slots))),
+      freeSlots_(allSlots(slots)) {}
+
+void StagedRecvConnection::post(void* data, size_t bytes) {
+  transfers_.push_back(
+      {static_cast<char*>(data), nullptr, nullptr, bytes, 0, stagedPieceCount(bytes, pieceBytes_)});
+  ++posted_;
+}
+
+void StagedRecvConnection::postReduce(void* dst, const void* local, size_t bytes,
+                                      const ArrivalReducer& reducer) {
+  transfers_.push_back({static_cast<char*>(dst), static_cast<const char*>(local), &reducer, bytes,
+                        0, stagedPieceCount(bytes, pieceBytes_)});
+  ++posted_;
+}
+
+bool StagedRecvConnection::progress() {
+  bool moved = false;
+  while (nextToRequest_ < transfers_.size()) {
+    Transfer& t = transfers_[nextToRequest_];
+    if (t.bytes == 0) {
+      if (!t.emptyRequested) {
+        pieces_.push_back({-1, 0, t.dst, t.local, t.reducer, host_.posted()});
+        host_.post(pinned_.data(), 0);
+      }
+      t.emptyRequested = true;
+      ++nextToRequest_;
+      moved = true;
+      continue;
+    }
+    if (freeSlots_.empty()) break;
+    const size_t n = std::min(pieceBytes_, t.bytes - t.requested);
+    const int slot = freeSlots_.back();
+    freeSlots_.pop_back();
+    pieces_.push_back({slot, n, t.dst + t.requested, t.local ? t.local + t.requested : nullptr,
+                       t.reducer, host_.posted()});
+    host_.post(pinned_.data() + static_cast<size_t>(slot) * pieceBytes_, n);
+    t.requested += n;
+    if (t.requested == t.bytes) ++nextToRequest_;
+    moved = true;
+  }
+  moved |= host_.progress();
+  for (Piece& p : pieces_) {
+    if (p.landed) continue;
+    if (host_.completed() <= p.hostSeq) break;  // the host transport completes in order
+    if (p.bytes > 0) {
+      const char* slot = pinned_.data() + static_cast<size_t>(p.slot) * pieceBytes_;
+      if (p.reducer) {
+        p.reducer->combine(p.dst, p.local, slot, p.bytes);
+      } else {
+        device_.copy(p.dst, slot, p.bytes);
+      }
+      p.marker = device_.mark();
+    }
+    p.landed = true;
+    moved = true;
+  }
+  while (!pieces_.empty() && pieces_.front().landed && device_.reached(pieces_.front().marker)) {
+    if (pieces_.front().slot >= 0) freeSlots_.push_back(pieces_.front().slot);
+    pieces_.pop_front();
+    if (--transfers_.front().pieces == 0) {
+      transfers_.pop_front();
+      --nextToRequest_;
+      ++completed_;
+    }
+    moved = true;
+  }
+  return moved;
+}
+
+std::string StagedRecvConnection::describe() const {
+  return fmt::format("{} staged through {} x {} KiB pinned host memory", host_.describe(), slots_,
+                     pieceBytes_ >> 10);
+}
+
+}  // namespace tidal
