@@ -31,6 +31,8 @@ const char* typeName(uint16_t type) {
       return "broadcast";
     case MsgType::Barrier:
       return "barrier";
+    case MsgType::CudaIpcHello:
+      return "cuda_ipc hello";
   }
   return "unknown";
 }

@@ -37,6 +37,7 @@ enum class MsgType : uint16_t {
   AllGather = 5,     // ring payloads, one type per collective so that ranks
   Broadcast = 6,     // that disagree on the call sequence fail loudly
   Barrier = 7,
+  CudaIpcHello = 8,  // cuda_ipc sender -> receiver: secret, ranks, ring, IPC handle
 };
 const char* typeName(uint16_t type);
 
