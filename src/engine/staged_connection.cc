@@ -6,15 +6,22 @@
 
 namespace tidal {
 
-namespace {
-
-std::vector<int> allSlots(int slots) {
-  std::vector<int> free(static_cast<size_t>(slots));
-  for (int i = 0; i < slots; ++i) free[static_cast<size_t>(i)] = slots - 1 - i;  // pop 0 first
-  return free;
+PinnedSlots::PinnedSlots(DeviceApi& device, size_t pieceBytes, int slots)
+    : pieceBytes_(pieceBytes),
+      slots_(slots),
+      memory_(device.allocatePinned(pieceBytes * static_cast<size_t>(slots))) {
+  for (int i = slots - 1; i >= 0; --i) free_.push_back(i);  // slot 0 is taken first
 }
 
-}  // namespace
+int PinnedSlots::take() {
+  const int slot = free_.back();
+  free_.pop_back();
+  return slot;
+}
+
+std::string PinnedSlots::describe() const {
+  return fmt::format("staged through {} x {} KiB pinned host memory", slots_, pieceBytes_ >> 10);
+}
 
 // ---------------------------------------------------------------------------
 // Send: copy a piece off the GPU into a slot, post the slot once the copy is
@@ -22,12 +29,7 @@ std::vector<int> allSlots(int slots) {
 
 StagedSendConnection::StagedSendConnection(DeviceApi& device, Connection& host, size_t pieceBytes,
                                            int slots)
-    : device_(device),
-      host_(host),
-      pieceBytes_(pieceBytes),
-      slots_(slots),
-      pinned_(device.allocatePinned(pieceBytes * static_cast<size_t>(slots))),
-      freeSlots_(allSlots(slots)) {}
+    : device_(device), host_(host), pieceBytes_(pieceBytes), slots_(device, pieceBytes, slots) {}
 
 void StagedSendConnection::post(void* data, size_t bytes) {
   transfers_.push_back(
@@ -46,11 +48,10 @@ bool StagedSendConnection::progress() {
       moved = true;
       continue;
     }
-    if (freeSlots_.empty()) break;
+    if (slots_.empty()) break;
     const size_t n = std::min(pieceBytes_, t.bytes - t.staged);
-    const int slot = freeSlots_.back();
-    freeSlots_.pop_back();
-    device_.copy(pinned_.data() + static_cast<size_t>(slot) * pieceBytes_, t.data + t.staged, n);
+    const int slot = slots_.take();
+    device_.copy(slots_.address(slot), t.data + t.staged, n);
     pieces_.push_back({slot, n, device_.mark()});
     t.staged += n;
     if (t.staged == t.bytes) ++nextToStage_;
@@ -60,14 +61,14 @@ bool StagedSendConnection::progress() {
     if (p.posted) continue;
     if (!device_.reached(p.marker)) break;  // pieces go out in order
     p.hostSeq = host_.posted();
-    host_.post(pinned_.data() + static_cast<size_t>(std::max(p.slot, 0)) * pieceBytes_, p.bytes);
+    host_.post(slots_.address(p.slot), p.bytes);
     p.posted = true;
     moved = true;
   }
   moved |= host_.progress();
   while (!pieces_.empty() && pieces_.front().posted &&
          host_.completed() > pieces_.front().hostSeq) {
-    if (pieces_.front().slot >= 0) freeSlots_.push_back(pieces_.front().slot);
+    if (pieces_.front().slot >= 0) slots_.give(pieces_.front().slot);
     pieces_.pop_front();
     // Pieces are made in transfer order, so the oldest belongs to the oldest transfer.
     if (--transfers_.front().pieces == 0) {
@@ -81,8 +82,7 @@ bool StagedSendConnection::progress() {
 }
 
 std::string StagedSendConnection::describe() const {
-  return fmt::format("{} staged through {} x {} KiB pinned host memory", host_.describe(), slots_,
-                     pieceBytes_ >> 10);
+  return host_.describe() + " " + slots_.describe();
 }
 
 // ---------------------------------------------------------------------------
@@ -91,12 +91,7 @@ std::string StagedSendConnection::describe() const {
 
 StagedRecvConnection::StagedRecvConnection(DeviceApi& device, Connection& host, size_t pieceBytes,
                                            int slots)
-    : device_(device),
-      host_(host),
-      pieceBytes_(pieceBytes),
-      slots_(slots),
-      pinned_(device.allocatePinned(pieceBytes * static_cast<size_t>(slots))),
-      freeSlots_(allSlots(slots)) {}
+    : device_(device), host_(host), pieceBytes_(pieceBytes), slots_(device, pieceBytes, slots) {}
 
 void StagedRecvConnection::post(void* data, size_t bytes) {
   transfers_.push_back(
@@ -118,20 +113,19 @@ bool StagedRecvConnection::progress() {
     if (t.bytes == 0) {
       if (!t.emptyRequested) {
         pieces_.push_back({-1, 0, t.dst, t.local, t.reducer, host_.posted()});
-        host_.post(pinned_.data(), 0);
+        host_.post(slots_.address(-1), 0);
       }
       t.emptyRequested = true;
       ++nextToRequest_;
       moved = true;
       continue;
     }
-    if (freeSlots_.empty()) break;
+    if (slots_.empty()) break;
     const size_t n = std::min(pieceBytes_, t.bytes - t.requested);
-    const int slot = freeSlots_.back();
-    freeSlots_.pop_back();
+    const int slot = slots_.take();
     pieces_.push_back({slot, n, t.dst + t.requested, t.local ? t.local + t.requested : nullptr,
                        t.reducer, host_.posted()});
-    host_.post(pinned_.data() + static_cast<size_t>(slot) * pieceBytes_, n);
+    host_.post(slots_.address(slot), n);
     t.requested += n;
     if (t.requested == t.bytes) ++nextToRequest_;
     moved = true;
@@ -141,7 +135,7 @@ bool StagedRecvConnection::progress() {
     if (p.landed) continue;
     if (host_.completed() <= p.hostSeq) break;  // the host transport completes in order
     if (p.bytes > 0) {
-      const char* slot = pinned_.data() + static_cast<size_t>(p.slot) * pieceBytes_;
+      const char* slot = slots_.address(p.slot);
       if (p.reducer) {
         p.reducer->combine(p.dst, p.local, slot, p.bytes);
       } else {
@@ -153,7 +147,7 @@ bool StagedRecvConnection::progress() {
     moved = true;
   }
   while (!pieces_.empty() && pieces_.front().landed && device_.reached(pieces_.front().marker)) {
-    if (pieces_.front().slot >= 0) freeSlots_.push_back(pieces_.front().slot);
+    if (pieces_.front().slot >= 0) slots_.give(pieces_.front().slot);
     pieces_.pop_front();
     if (--transfers_.front().pieces == 0) {
       transfers_.pop_front();
@@ -166,8 +160,7 @@ bool StagedRecvConnection::progress() {
 }
 
 std::string StagedRecvConnection::describe() const {
-  return fmt::format("{} staged through {} x {} KiB pinned host memory", host_.describe(), slots_,
-                     pieceBytes_ >> 10);
+  return host_.describe() + " " + slots_.describe();
 }
 
 }  // namespace tidal

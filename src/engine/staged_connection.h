@@ -31,6 +31,27 @@
 
 namespace tidal {
 
+// A connection's pinned staging: `slots` slots of `pieceBytes`, handed out
+// and taken back in any order.
+class PinnedSlots {
+ public:
+  PinnedSlots(DeviceApi& device, size_t pieceBytes, int slots);
+  bool empty() const { return free_.empty(); }
+  int take();
+  void give(int slot) { free_.push_back(slot); }
+  // Slot -1 (an empty piece) is the start of the memory: never read or written.
+  char* address(int slot) const {
+    return memory_.data() + static_cast<size_t>(slot < 0 ? 0 : slot) * pieceBytes_;
+  }
+  std::string describe() const;
+
+ private:
+  size_t pieceBytes_;
+  int slots_;
+  OwnedMemory memory_;
+  std::vector<int> free_;
+};
+
 class StagedSendConnection final : public Connection {
  public:
   StagedSendConnection(DeviceApi& device, Connection& host, size_t pieceBytes, int slots);
@@ -63,9 +84,7 @@ class StagedSendConnection final : public Connection {
   DeviceApi& device_;
   Connection& host_;
   size_t pieceBytes_;
-  int slots_;
-  OwnedMemory pinned_;
-  std::vector<int> freeSlots_;
+  PinnedSlots slots_;
   std::deque<Transfer> transfers_;  // not yet completed, in order
   size_t nextToStage_ = 0;          // index into transfers_
   std::deque<Piece> pieces_;        // staged, in order
@@ -113,9 +132,7 @@ class StagedRecvConnection final : public Connection {
   DeviceApi& device_;
   Connection& host_;
   size_t pieceBytes_;
-  int slots_;
-  OwnedMemory pinned_;
-  std::vector<int> freeSlots_;
+  PinnedSlots slots_;
   std::deque<Transfer> transfers_;
   size_t nextToRequest_ = 0;
   std::deque<Piece> pieces_;

@@ -46,15 +46,27 @@ void CudaIpcConnection::postReduce(void* dst, const void* local, size_t bytes,
   queue_.push_back({static_cast<char*>(dst), bytes, static_cast<const char*>(local), &reducer});
 }
 
+void CudaIpcConnection::finishEnqueue(Piece& p) {
+  p.doneAt = mine_;
+  p.started = p.enqueued = true;
+  ++nextToEnqueue_;
+}
+
+void CudaIpcConnection::advance(Piece& p, size_t n) {
+  mine_ += n;
+  p.data += n;
+  p.left -= n;
+  inFlight_.push_back({mine_, device_.mark()});  // this piece's GPU work ends here
+  if (p.left == 0) finishEnqueue(p);
+}
+
 size_t CudaIpcConnection::enqueueSend() {
   size_t moved = 0;
   while (nextToEnqueue_ < queue_.size()) {
     Piece& p = queue_[nextToEnqueue_];
     if (!p.started) {
       if (p.left == 0) {  // takes no stream position: done once what precedes it is
-        p.doneAt = mine_;
-        p.started = p.enqueued = true;
-        ++nextToEnqueue_;
+        finishEnqueue(p);
         continue;
       }
       const uint64_t start = alignUp(mine_, kTransferAlign);
@@ -67,16 +79,8 @@ size_t CudaIpcConnection::enqueueSend() {
     const uint64_t offset = mine_ % capacity_;
     const size_t n = std::min({static_cast<uint64_t>(p.left), space, capacity_ - offset, step_});
     device_.copy(ring_.data() + offset, p.data, n);
-    mine_ += n;
-    p.data += n;
-    p.left -= n;
+    advance(p, n);
     moved += n;
-    inFlight_.push_back({mine_, device_.mark()});
-    if (p.left == 0) {
-      p.doneAt = mine_;
-      p.enqueued = true;
-      ++nextToEnqueue_;
-    }
   }
   return moved;
 }
@@ -87,9 +91,7 @@ size_t CudaIpcConnection::enqueueRecv() {
     Piece& p = queue_[nextToEnqueue_];
     if (!p.started) {
       if (p.left == 0) {
-        p.doneAt = mine_;
-        p.started = p.enqueued = true;
-        ++nextToEnqueue_;
+        finishEnqueue(p);
         continue;
       }
       const uint64_t start = alignUp(mine_, kTransferAlign);
@@ -112,16 +114,8 @@ size_t CudaIpcConnection::enqueueRecv() {
     } else {
       device_.copy(p.data, incoming, n);
     }
-    mine_ += n;
-    p.data += n;
-    p.left -= n;
+    advance(p, n);
     moved += n;
-    inFlight_.push_back({mine_, device_.mark()});
-    if (p.left == 0) {
-      p.doneAt = mine_;
-      p.enqueued = true;
-      ++nextToEnqueue_;
-    }
   }
   return moved;
 }

@@ -86,6 +86,10 @@ class CudaIpcConnection final : public Connection {
 
   size_t enqueueSend();
   size_t enqueueRecv();
+  // `p` is fully enqueued: it completes when the stream reaches mine_.
+  void finishEnqueue(Piece& p);
+  // n more bytes of `p` enqueued on the GPU (ring position mine_ .. +n).
+  void advance(Piece& p, size_t n);
   // Reads the peer's counter records; notes when the peer is gone.
   void readControl();
   // Tells the peer our counter: now, or later if the socket is full.

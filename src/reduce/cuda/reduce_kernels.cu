@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "reduce/cpu/element_ops.h"
 #include "reduce/cuda/cuda_reduce.h"
 #include "reduce/cuda/reduce_functors.h"
 
@@ -120,69 +121,22 @@ cudaError_t launchTyped(void* dst, const void* a, const void* b, size_t count, i
   return cudaGetLastError();
 }
 
-template <tidalDataType_t kType>
-cudaError_t launchForType(void* dst, const void* a, const void* b, size_t count, tidalRedOp_t op,
-                          int divisor, int sms, cudaStream_t stream) {
-  auto go = [&](auto opTag) {
-    constexpr tidalRedOp_t kOp = decltype(opTag)::value;
-    return divisor == 0 ? launchTyped<kType, kOp, false>(dst, a, b, count, divisor, sms, stream)
-                        : launchTyped<kType, kOp, true>(dst, a, b, count, divisor, sms, stream);
-  };
-  using O = tidalRedOp_t;
-  switch (op) {
-    case tidalProd:
-      return go(std::integral_constant<O, tidalProd>{});
-    case tidalMax:
-      return go(std::integral_constant<O, tidalMax>{});
-    case tidalMin:
-      return go(std::integral_constant<O, tidalMin>{});
-    default:  // sum, and avg (the divisor divides)
-      return go(std::integral_constant<O, tidalSum>{});
-  }
-}
-
 }  // namespace
 
 int launchReduce(void* dst, const void* a, const void* b, size_t count, tidalDataType_t type,
                  tidalRedOp_t op, int divisor, int multiprocessors, void* stream) {
   if (count == 0) return cudaSuccess;
   const auto s = static_cast<cudaStream_t>(stream);
-  cudaError_t result = cudaErrorInvalidValue;
-  switch (type) {
-    case tidalInt8:
-      result = launchForType<tidalInt8>(dst, a, b, count, op, divisor, multiprocessors, s);
-      break;
-    case tidalUint8:
-      result = launchForType<tidalUint8>(dst, a, b, count, op, divisor, multiprocessors, s);
-      break;
-    case tidalInt32:
-      result = launchForType<tidalInt32>(dst, a, b, count, op, divisor, multiprocessors, s);
-      break;
-    case tidalUint32:
-      result = launchForType<tidalUint32>(dst, a, b, count, op, divisor, multiprocessors, s);
-      break;
-    case tidalInt64:
-      result = launchForType<tidalInt64>(dst, a, b, count, op, divisor, multiprocessors, s);
-      break;
-    case tidalUint64:
-      result = launchForType<tidalUint64>(dst, a, b, count, op, divisor, multiprocessors, s);
-      break;
-    case tidalFloat16:
-      result = launchForType<tidalFloat16>(dst, a, b, count, op, divisor, multiprocessors, s);
-      break;
-    case tidalFloat32:
-      result = launchForType<tidalFloat32>(dst, a, b, count, op, divisor, multiprocessors, s);
-      break;
-    case tidalFloat64:
-      result = launchForType<tidalFloat64>(dst, a, b, count, op, divisor, multiprocessors, s);
-      break;
-    case tidalBfloat16:
-      result = launchForType<tidalBfloat16>(dst, a, b, count, op, divisor, multiprocessors, s);
-      break;
-    default:
-      break;
-  }
-  return static_cast<int>(result);
+  // The CPU kernels' dispatch (host code): avg arrives as sum, the divisor divides.
+  return static_cast<int>(cpu::visitType(type, [&](auto typeTag) {
+    constexpr tidalDataType_t kType = decltype(typeTag)::value;
+    return cpu::visitOp(op, [&](auto opTag) {
+      constexpr tidalRedOp_t kOp = decltype(opTag)::value;
+      return divisor == 0
+                 ? launchTyped<kType, kOp, false>(dst, a, b, count, divisor, multiprocessors, s)
+                 : launchTyped<kType, kOp, true>(dst, a, b, count, divisor, multiprocessors, s);
+    });
+  }));
 }
 
 }  // namespace tidal::gpu
