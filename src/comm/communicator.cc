@@ -45,8 +45,10 @@ EngineOptions engineOptionsFromParams(int rank) {
 
 }  // namespace
 
-std::unique_ptr<Communicator> Communicator::create(const UniqueId& id, int rank, int nranks) {
+std::unique_ptr<Communicator> Communicator::create(const UniqueId& id, int rank, int nranks,
+                                                   DeviceFactory devices) {
   std::unique_ptr<Communicator> comm(new Communicator(rank, nranks));
+  comm->devices_ = std::move(devices);
   comm->connect(id);
   return comm;
 }
@@ -202,15 +204,17 @@ void Communicator::connectPeers() {
 void Communicator::connectDevices() {
   // Every rank of a job runs the same build: without CUDA support none of
   // them takes part in the device path's allGather.
-  if (!cuda::built()) {
+  if (!cuda::built() && !devices_) {
     deviceUnavailable_ = cuda::unavailableReason();
     return;
   }
   std::unique_ptr<DeviceApi> device;
-  if (cuda::usable()) {
-    cudaDevice_ = cuda::currentDevice().value_or(0);
-    device = cuda::createDeviceApi(cudaDevice_);
+  if (devices_) {
+    device = devices_();
+  } else if (cuda::usable()) {
+    device = cuda::createDeviceApi(cuda::currentDevice().value_or(0));
   }
+  if (device) cudaDevice_ = device->device();
   DevicePathConfig config;
   config.rank = rank_;
   config.nranks = nranks_;

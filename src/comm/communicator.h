@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -29,7 +30,11 @@ namespace tidal {
 
 class Communicator {
  public:
-  static std::unique_ptr<Communicator> create(const UniqueId& id, int rank, int nranks);
+  // Where the device path's GPU comes from. Default: the real device current
+  // on this thread, when CUDA is usable. Tests pass a test double.
+  using DeviceFactory = std::function<std::unique_ptr<DeviceApi>()>;
+  static std::unique_ptr<Communicator> create(const UniqueId& id, int rank, int nranks,
+                                              DeviceFactory devices = {});
   ~Communicator();
 
   int rank() const { return rank_; }
@@ -135,6 +140,7 @@ class Communicator {
 
   // Device buffers (device_path.h). Last, so that it goes first: its
   // progress thread uses the connections above.
+  DeviceFactory devices_;
   int cudaDevice_ = -1;
   std::string deviceUnavailable_;
   std::unique_ptr<DevicePath> device_;
