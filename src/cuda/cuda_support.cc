@@ -92,10 +92,4 @@ PointerInfo classify(const void* pointer) {
   return info;
 }
 
-std::string describe(const PointerInfo& info) {
-  if (info.kind == MemoryKind::Host) return "host memory";
-  if (info.managed) return "CUDA managed memory";
-  return fmt::format("CUDA device memory on device {}", info.device);
-}
-
 }  // namespace tidal::cuda

@@ -21,10 +21,6 @@ void setCurrentDevice(int device) {
 
 PointerInfo classify(const void*) { return {}; }
 
-std::string describe(const PointerInfo& info) {
-  return info.kind == MemoryKind::Host ? "host memory" : "CUDA memory";
-}
-
 std::unique_ptr<DeviceApi> createDeviceApi(int device) {
   fail(tidalInvalidUsage, "CUDA device {}: {}", device, kReason);
 }
