@@ -184,6 +184,8 @@ class CudaDeviceApi final : public DeviceApi {
     return r == cudaSuccess || r == cudaErrorPeerAccessAlreadyEnabled;
   }
 
+  void bindThread() override { check(cudaSetDevice(device_), "cudaSetDevice (progress thread)"); }
+
   void copy(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return;
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_),

@@ -87,6 +87,10 @@ class DeviceApi {
   // or peer access, which this call enables).
   virtual bool reachPeer(int peerDevice) = 0;
 
+  // Makes this device current on the calling thread; the progress thread
+  // calls it once (kernels launch only on a stream of the current device).
+  virtual void bindThread() = 0;
+
   // --- The engine stream: work runs in the order it is enqueued -----------
   // Any direction: device, peer or pinned host memory on either side.
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;

@@ -93,6 +93,11 @@ void StreamEngine::abort() {
 }
 
 void StreamEngine::loop() {
+  try {
+    device_.bindThread();
+  } catch (const Error& e) {
+    recordFailure(e, "binding the progress thread to its device");
+  }
   for (;;) {
     Item item;
     {

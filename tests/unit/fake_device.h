@@ -201,6 +201,7 @@ class FakeDeviceApi final : public DeviceApi {
     return OwnedMemory(p, bytes, nullptr);
   }
   bool reachPeer(int) override { return true; }
+  void bindThread() override { ++bound_; }
 
   void copy(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return;
@@ -249,6 +250,7 @@ class FakeDeviceApi final : public DeviceApi {
   FakeGpu::Stream* engineStream() const { return engine_; }
   int liveAllocations() const { return live_->load(); }
   int imports() const { return imports_; }
+  int threadsBound() const { return bound_.load(); }
 
  private:
   OwnedMemory allocate(size_t bytes) {
@@ -271,6 +273,7 @@ class FakeDeviceApi final : public DeviceApi {
   std::atomic<bool> failStream_{false};
   std::shared_ptr<std::atomic<int>> live_;
   int imports_ = 0;
+  std::atomic<int> bound_{0};
 };
 
 }  // namespace tidal::test

@@ -66,6 +66,7 @@ TEST_F(StreamEngineTest, ReadsInputsWrittenBeforeAndResultIsSeenAfter) {
   EXPECT_EQ(seen, std::vector<int>(64, 7));
   engine_->waitIdle("test");
   EXPECT_TRUE(failures_.empty());
+  EXPECT_EQ(device_.threadsBound(), 1);  // the progress thread made the device current
 }
 
 TEST_F(StreamEngineTest, SubmitReturnsBeforeTheGpuRunsAnything) {

@@ -152,7 +152,10 @@ std::unique_ptr<Connection> CudaIpcTransport::acceptRecv(int peer, Deadline dead
            ctx_.rank, peer, h.pid, h.device, device_.device(), e.what());
     }
   }
-  const bool direct = device_.reachPeer(h.device);
+  // A mapped IPC allocation is reachable by kernels (opening it enabled peer
+  // access). Device numbers are per process (CUDA_VISIBLE_DEVICES), so they
+  // are compared only between threads of one process.
+  const bool direct = sameProcess ? device_.reachPeer(h.device) : true;
   arrived.socket.setNonBlocking();
   return std::make_unique<CudaIpcConnection>(
       ctx_.rank, peer, CudaIpcConnection::Direction::Recv, device_, std::move(arrived.socket),
