@@ -40,5 +40,4 @@ else()
 endif()
 tidal_resolve_option(TIDAL_WITH_OFI OFI_FOUND)
 
-find_package(CUDAToolkit QUIET)
-tidal_resolve_option(TIDAL_WITH_CUDA CUDAToolkit_FOUND)
+include(${CMAKE_CURRENT_LIST_DIR}/TidalCuda.cmake)

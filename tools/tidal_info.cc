@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/params.h"
+#include "cuda/cuda_support.h"
 #include "reduce/reduce.h"
 #include "tidal/tidal.h"
 #include "transports/transport.h"
@@ -51,6 +52,11 @@ int printSummary() {
   std::printf("  %-10s %s\n", "cuda", yesNo(TIDAL_HAVE_CUDA));
   std::printf("  %-10s %s\n", "pmix", yesNo(TIDAL_HAVE_PMIX));
   std::printf("\nReduction kernel: %s\n", tidal::reduceKernelName());
+  if (tidal::cuda::usable()) {
+    std::printf("CUDA at run time: %d device(s)\n", tidal::cuda::deviceCount());
+  } else {
+    std::printf("CUDA at run time: not used: %s\n", tidal::cuda::unavailableReason().c_str());
+  }
   std::printf("\nRun 'tidal-info --params' for every TIDAL_* parameter.\n");
   return 0;
 }

@@ -234,6 +234,10 @@ int main(int argc, char** argv) {
   app.add_option("--hostname", hostname, "Address the TCP transport binds to")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (opts.memory != "host") {
+    std::fprintf(stderr, "-W %s: this Gloo peer runs on host memory only\n", opts.memory.c_str());
+    return 1;
+  }
   if (const std::string error = tidal::perf::validateOptions(opts); !error.empty()) {
     std::fprintf(stderr, "%s\n", error.c_str());
     return 1;

@@ -18,8 +18,8 @@ class AllGather final : public Collective {
   double busFactor(int n) const override { return static_cast<double>(n - 1) / n; }
 
   tidalResult_t run(const void* send, void* recv, size_t count, tidalDataType_t type, tidalRedOp_t,
-                    int, tidalComm_t comm) const override {
-    return tidalAllGather(send, recv, count, type, comm, nullptr);
+                    int, tidalComm_t comm, void* stream) const override {
+    return tidalAllGather(send, recv, count, type, comm, stream);
   }
 
   void prepare(const CheckContext& c) const override {

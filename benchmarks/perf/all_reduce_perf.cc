@@ -14,8 +14,8 @@ class AllReduce final : public Collective {
   double busFactor(int n) const override { return 2.0 * (n - 1) / n; }
 
   tidalResult_t run(const void* send, void* recv, size_t count, tidalDataType_t type,
-                    tidalRedOp_t op, int, tidalComm_t comm) const override {
-    return tidalAllReduce(send, recv, count, type, op, comm, nullptr);
+                    tidalRedOp_t op, int, tidalComm_t comm, void* stream) const override {
+    return tidalAllReduce(send, recv, count, type, op, comm, stream);
   }
 
   void prepare(const CheckContext& c) const override {

@@ -14,8 +14,8 @@ class Broadcast final : public Collective {
   double busFactor(int) const override { return 1.0; }
 
   tidalResult_t run(const void* send, void* recv, size_t count, tidalDataType_t type, tidalRedOp_t,
-                    int root, tidalComm_t comm) const override {
-    return tidalBroadcast(send, recv, count, type, root, comm, nullptr);
+                    int root, tidalComm_t comm, void* stream) const override {
+    return tidalBroadcast(send, recv, count, type, root, comm, stream);
   }
 
   void prepare(const CheckContext& c) const override {

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "device_buffers.h"
 #include "options.h"
 #include "report.h"
 #include "timer.h"
@@ -55,8 +56,9 @@ struct RankInfo {
   int32_t rank;
   int32_t pid;
   char host[120];
+  char device[64];  // "host memory" or the CUDA device (-W cuda)
 };
-static_assert(sizeof(RankInfo) == 128);
+static_assert(sizeof(RankInfo) == 192);
 
 class Benchmark {
  public:
@@ -77,6 +79,19 @@ class Benchmark {
   double combineTimes(double seconds) const;
   int64_t sumAcrossRanks(int64_t value) const;
   void barrier() const { check(tidalBarrier(comm_, nullptr), "tidalBarrier"); }
+  // With -W cuda: the device address at the offset of host pointer p in its
+  // mirror buffer; the stream; copies of the mirrors to and from the device.
+  void* onDevice(void* p) const;
+  void* stream() const { return device_ ? device_->stream() : nullptr; }
+  void upload() const {
+    if (device_) device_->upload(send_->data(), recv_->data(), opts_.maxBytes);
+  }
+  void download() const {
+    if (device_) device_->download(send_->data(), recv_->data(), opts_.maxBytes);
+  }
+  void synchronize() const {
+    if (device_) device_->synchronize();
+  }
 
   const PerfOptions& opts_;
   const Collective& coll_;
@@ -86,6 +101,7 @@ class Benchmark {
   int nranks_ = 1;
   std::unique_ptr<AlignedBuffer> send_;
   std::unique_ptr<AlignedBuffer> recv_;
+  std::unique_ptr<DeviceBuffers> device_;  // -W cuda
   std::vector<size_t> sizes_;
   uint64_t validationSeed_ = 0;
   int64_t failedTests_ = 0;
@@ -111,6 +127,14 @@ int Benchmark::run() {
   }
 
   reporter_.line(optionsBanner(opts_));
+  if (opts_.memory == "cuda") {
+    // Every rank got the same flags, so every rank creates its buffers here.
+    device_ = DeviceBuffers::create(opts_.maxBytes, opts_.streamNull != 0);
+    reporter_.line(fmt::format("# Memory: cuda (device buffers, collectives ordered on {})",
+                               opts_.streamNull ? "the NULL stream" : "a created stream"));
+  } else {
+    reporter_.line("# Memory: host (collectives block, stream NULL)");
+  }
   if (opts_.blocking) {
     reporter_.line("# Blocking Enabled: wait for completion and barrier after each collective ");
   }
@@ -160,6 +184,8 @@ void Benchmark::printDevices() {
   RankInfo mine{};
   mine.rank = rank_;
   mine.pid = static_cast<int32_t>(getpid());
+  std::snprintf(mine.device, sizeof mine.device, "%s",
+                device_ ? device_->describe().c_str() : "host memory");
   if (gethostname(mine.host, sizeof(mine.host) - 1) != 0) {
     std::snprintf(mine.host, sizeof(mine.host), "unknown");
   }
@@ -169,7 +195,7 @@ void Benchmark::printDevices() {
         "tidalAllGather (rank info)");
   reporter_.line("# Using devices");
   for (const RankInfo& info : all) {
-    reporter_.line(deviceLine(info.rank, info.pid, info.host, "host memory"));
+    reporter_.line(deviceLine(info.rank, info.pid, info.host, info.device));
   }
 }
 
@@ -199,7 +225,8 @@ CheckContext Benchmark::context(tidalDataType_t type, tidalRedOp_t op, int root,
 void Benchmark::runOnce(const CheckContext& ctx) const {
   const tidalDataType_t type = ctx.pattern.type;
   const tidalResult_t result =
-      coll_.run(ctx.send, ctx.recv, ctx.layout.paramCount, type, ctx.pattern.op, ctx.root, comm_);
+      coll_.run(onDevice(ctx.send), onDevice(ctx.recv), ctx.layout.paramCount, type, ctx.pattern.op,
+                ctx.root, comm_, stream());
   if (result != tidalSuccess) {
     check(result, fmt::format("{}(count={}, type={}, op={}, root={}, {})", coll_.name(),
                               ctx.layout.paramCount, typeName(type), opName(ctx.pattern.op),
@@ -216,6 +243,7 @@ void Benchmark::timeTest(tidalDataType_t type, tidalRedOp_t op, int root) {
     const CheckContext ctx =
         context(type, op, root, coll_.layout(bytes / elemSize, nranks_), false, 0);
     for (int i = 0; i < opts_.warmupIters; ++i) runOnce(ctx);
+    synchronize();
   }
 
   for (size_t bytes : sizes_) {
@@ -235,15 +263,22 @@ void Benchmark::benchOne(tidalDataType_t type, tidalRedOp_t op, int root, const 
   // Timed runs read valid data too: NaNs or denormals could change the speed.
   const CheckContext timed = context(type, op, root, layout, inPlace, 0);
   if (opts_.check) coll_.prepare(timed);
+  upload();
   runOnce(timed);
+  synchronize();
   barrier();
 
   Stopwatch watch;
   for (int iter = 0; iter < opts_.iters; ++iter) {
     // Tidal has no group calls yet; -m simply issues that many calls per iteration.
     for (int agg = 0; agg < opts_.aggIters; ++agg) runOnce(timed);
-    if (opts_.blocking) barrier();
+    if (opts_.blocking) {
+      synchronize();
+      barrier();
+    }
   }
+  // Stream-ordered calls return at once: the time is until the stream is done.
+  synchronize();
   const double seconds =
       combineTimes(watch.seconds() / (static_cast<double>(opts_.iters) * opts_.aggIters));
 
@@ -257,7 +292,9 @@ void Benchmark::benchOne(tidalDataType_t type, tidalRedOp_t op, int root, const 
     for (int pass = 0; pass < opts_.check && *wrong == 0; ++pass) {
       const CheckContext ctx = context(type, op, root, layout, inPlace, ++validationSeed_);
       coll_.prepare(ctx);
+      upload();
       runOnce(ctx);
+      download();
       const int64_t mine = coll_.countWrong(ctx);
       if (mine) {
         std::fprintf(stderr, "rank %d: %s %s %s bytes=%zu %s: %lld wrong elements\n", rank_,
@@ -273,6 +310,15 @@ void Benchmark::benchOne(tidalDataType_t type, tidalRedOp_t op, int root, const 
   reporter_.rowResult(seconds * 1.0e6, algBw, busBw, wrong);
   busBwSum_ += busBw;
   ++busBwCount_;
+}
+
+void* Benchmark::onDevice(void* p) const {
+  if (!device_ || p == nullptr) return p;
+  auto* c = static_cast<char*>(p);
+  if (c >= send_->data() && c <= send_->data() + opts_.maxBytes) {
+    return device_->send() + (c - send_->data());
+  }
+  return device_->recv() + (c - recv_->data());
 }
 
 double Benchmark::combineTimes(double seconds) const {

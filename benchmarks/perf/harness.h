@@ -50,8 +50,10 @@ class Collective {
   // that busbw is comparable with the link speed whatever nranks is.
   virtual double busFactor(int nranks) const = 0;
 
+  // `stream`: a cudaStream_t with -W cuda (send and recv are then device
+  // addresses), NULL for host buffers.
   virtual tidalResult_t run(const void* send, void* recv, size_t count, tidalDataType_t type,
-                            tidalRedOp_t op, int root, tidalComm_t comm) const = 0;
+                            tidalRedOp_t op, int root, tidalComm_t comm, void* stream) const = 0;
 
   // Fills inputs, and sentinels where output is expected, for a validation pass.
   virtual void prepare(const CheckContext& ctx) const = 0;

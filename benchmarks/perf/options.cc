@@ -130,7 +130,13 @@ void addPerfOptions(CLI::App& app, PerfOptions& o) {
                  "Report CPU time instead of wall time (0/1); equal for blocking host calls")
       ->check(CLI::Range(0, 1))
       ->capture_default_str();
-  app.add_option("-y,--stream_null", o.streamNull, "Accepted for compatibility (0/1)")
+  app.add_option("-W,--memory", o.memory,
+                 "Buffers in host memory or in CUDA device memory (host|cuda); with cuda, "
+                 "collectives are ordered on a stream (-y 1: the NULL stream)")
+      ->check(CLI::IsMember({"host", "cuda"}))
+      ->capture_default_str();
+  app.add_option("-y,--stream_null", o.streamNull,
+                 "With -W cuda: 1 orders collectives on the NULL (legacy default) stream")
       ->check(CLI::Range(0, 1))
       ->capture_default_str();
   app.add_option("-T,--timeout", o.timeout, "Accepted for compatibility (seconds)")

@@ -46,6 +46,10 @@ struct PerfOptions {
   int streamNull = 0;
   int timeout = 0;
   int cudaGraph = 0;
+  // -W: where the buffers live, "host" or "cuda" (device memory of the
+  // current device, collectives ordered on a stream). nccl-tests has no such
+  // flag (its buffers are always on the GPU) and uses -G for CUDA graphs.
+  std::string memory = "host";
 };
 
 // Registers every nccl-tests flag on app, writing into opts. Parsing errors and

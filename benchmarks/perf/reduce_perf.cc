@@ -15,8 +15,8 @@ class Reduce final : public Collective {
   double busFactor(int) const override { return 1.0; }
 
   tidalResult_t run(const void* send, void* recv, size_t count, tidalDataType_t type,
-                    tidalRedOp_t op, int root, tidalComm_t comm) const override {
-    return tidalReduce(send, recv, count, type, op, root, comm, nullptr);
+                    tidalRedOp_t op, int root, tidalComm_t comm, void* stream) const override {
+    return tidalReduce(send, recv, count, type, op, root, comm, stream);
   }
 
   void prepare(const CheckContext& c) const override {

@@ -19,8 +19,8 @@ class ReduceScatter final : public Collective {
   double busFactor(int n) const override { return static_cast<double>(n - 1) / n; }
 
   tidalResult_t run(const void* send, void* recv, size_t count, tidalDataType_t type,
-                    tidalRedOp_t op, int, tidalComm_t comm) const override {
-    return tidalReduceScatter(send, recv, count, type, op, comm, nullptr);
+                    tidalRedOp_t op, int, tidalComm_t comm, void* stream) const override {
+    return tidalReduceScatter(send, recv, count, type, op, comm, stream);
   }
 
   void prepare(const CheckContext& c) const override {

@@ -91,8 +91,10 @@ TIDAL_API tidalResult_t tidalCommInitRank(tidalComm_t* comm, int nranks, tidalUn
                                           int rank);
 
 /* Creates ndev communicators in this process, ranks 0..ndev-1, each initialised
- * on its own thread. devlist may be NULL (it names CUDA devices once CUDA lands).
- * Collectives on such communicators block, so call each one from its own thread. */
+ * on its own thread. devlist names rank r's CUDA device (devlist[r]; entries may
+ * repeat: ranks may share a GPU); NULL uses the calling thread's current device
+ * where CUDA is available. Collectives on host buffers block, so call each
+ * communicator from its own thread. */
 TIDAL_API tidalResult_t tidalCommInitAll(tidalComm_t* comms, int ndev, const int* devlist);
 
 /* Reads rank, size and rendezvous from the launcher's environment: torchrun
@@ -123,8 +125,17 @@ TIDAL_API const char* tidalGetLastError(tidalComm_t comm);
  *  - AllReduce/Broadcast/Reduce: in place when sendbuff == recvbuff.
  *  - AllGather: in place when sendbuff == recvbuff + rank * sendcount * size.
  *  - ReduceScatter: in place when recvbuff == sendbuff + rank * recvcount * size.
- * stream: a cudaStream_t once CUDA lands; with host memory and stream == NULL the
- * call blocks until the result is complete in recvbuff.
+ * Buffers are all host memory or all CUDA memory (device or managed) of the
+ * communicator's device, the one current when it was created; a call that
+ * mixes them returns tidalInvalidArgument naming the buffers.
+ *  - Host memory: stream must be NULL; the call blocks until the result is
+ *    complete in recvbuff.
+ *  - CUDA memory: the collective is ordered on stream (a cudaStream_t; NULL is
+ *    the legacy default stream) and the call returns at once: it reads its
+ *    inputs after the work enqueued on stream before it, and work enqueued on
+ *    stream after it sees its result. Failures surface through
+ *    tidalCommGetAsyncError and the next call. Every rank must use CUDA
+ *    buffers for a given collective if any does.
  */
 TIDAL_API tidalResult_t tidalAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                        tidalDataType_t datatype, tidalRedOp_t op, tidalComm_t comm,

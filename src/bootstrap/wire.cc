@@ -35,6 +35,8 @@ const char* typeName(uint16_t type) {
       return "ib reply";
     case MsgType::Barrier:
       return "barrier";
+    case MsgType::CudaIpcHello:
+      return "cuda_ipc hello";
   }
   return "unknown";
 }

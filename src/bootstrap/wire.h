@@ -37,8 +37,9 @@ enum class MsgType : uint16_t {
   AllGather = 5,     // ring payloads, one type per collective so that ranks
   Broadcast = 6,     // that disagree on the call sequence fail loudly
   Barrier = 7,
-  IbHello = 8,  // ib transport set-up: sender -> receiver (QPs, FIFO)
-  IbReply = 9,  // ib transport set-up: receiver -> sender (QPs, eager ring)
+  IbHello = 8,        // ib transport set-up: sender -> receiver (QPs, FIFO)
+  IbReply = 9,        // ib transport set-up: receiver -> sender (QPs, eager ring)
+  CudaIpcHello = 10,  // cuda_ipc sender -> receiver: secret, ranks, ring, IPC handle
 };
 const char* typeName(uint16_t type);
 

@@ -12,10 +12,12 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/launcher_env.h"
+#include "comm/call_memory.h"
 #include "comm/communicator.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "cuda/cuda_support.h"
 #include "tidal/tidal.h"
 
 struct tidalComm {
@@ -109,12 +111,26 @@ void checkRoot(tidalComm_t comm, const char* fn, int root) {
   }
 }
 
-void checkStream(tidalComm_t comm, const char* fn, void* stream) {
-  if (stream != nullptr) {
-    fail(tidalInvalidUsage,
-         "{}: stream {} given, but this build has no CUDA support; pass NULL for host buffers",
-         where(comm, fn), stream);
+// Where the call's buffers live (host or CUDA device memory) and the stream
+// it is ordered on; refuses mixed buffers and streams without CUDA
+// (call_memory.h). Buffers of zero bytes are not looked at.
+CallMemory checkMemory(tidalComm_t comm, const char* fn, void* stream,
+                       std::initializer_list<BufferArg> buffers) {
+  if (!cuda::usable()) {
+    if (stream != nullptr) {
+      fail(tidalInvalidUsage, "{}: stream {} given, but {}; pass NULL for host buffers",
+           where(comm, fn), stream, cuda::unavailableReason());
+    }
+    return {};
   }
+  cuda::PointerInfo infos[4];
+  size_t i = 0;
+  for (const BufferArg& b : buffers) {
+    if (b.bytes > 0 && i < std::size(infos)) infos[i] = cuda::classify(b.pointer);
+    ++i;
+  }
+  return decideCallMemory(where(comm, fn), {buffers.begin(), buffers.size()},
+                          {infos, buffers.size()}, stream, comm->impl->cudaDevice());
 }
 
 // Buffers that overlap without being the documented in-place layout would be
@@ -177,7 +193,20 @@ tidalResult_t tidalCommInitAll(tidalComm_t* comms, int ndev, const int* devlist)
   return guarded(nullptr, [&] {
     if (!comms) fail(tidalInvalidArgument, "tidalCommInitAll: comms is NULL");
     if (ndev < 1) fail(tidalInvalidArgument, "tidalCommInitAll: ndev {} must be at least 1", ndev);
-    (void)devlist;  // names CUDA devices once CUDA support lands
+    if (devlist) {
+      // Rank r's communicator uses CUDA device devlist[r] (set on its thread).
+      if (!cuda::usable()) {
+        fail(tidalInvalidUsage, "tidalCommInitAll: devlist given, but {}",
+             cuda::unavailableReason());
+      }
+      for (int r = 0; r < ndev; ++r) {
+        if (devlist[r] < 0 || devlist[r] >= cuda::deviceCount()) {
+          fail(tidalInvalidArgument,
+               "tidalCommInitAll: devlist[{}] = {} is not a CUDA device ({} device(s): 0..{})", r,
+               devlist[r], cuda::deviceCount(), cuda::deviceCount() - 1);
+        }
+      }
+    }
     tidalUniqueId id;
     if (tidalResult_t r = tidalGetUniqueId(&id); r != tidalSuccess) {
       fail(r, "tidalCommInitAll: {}", threadLastError);
@@ -187,6 +216,16 @@ tidalResult_t tidalCommInitAll(tidalComm_t* comms, int ndev, const int* devlist)
     std::vector<std::thread> threads;
     for (int r = 0; r < ndev; ++r) {
       threads.emplace_back([&, r] {
+        if (devlist) {
+          try {
+            cuda::setCurrentDevice(devlist[r]);
+          } catch (const Error& e) {
+            results[r] = e.code();
+            errors[r] = e.what();
+            comms[r] = nullptr;
+            return;
+          }
+        }
         results[r] = tidalCommInitRank(&comms[r], ndev, id, r);
         if (results[r] != tidalSuccess) errors[r] = threadLastError;
       });
@@ -298,12 +337,13 @@ tidalResult_t tidalAllReduce(const void* sendbuff, void* recvbuff, size_t count,
     Communicator& c = checkComm(comm, fn);
     checkType(comm, fn, datatype);
     checkOp(comm, fn, op);
-    checkStream(comm, fn, stream);
     const size_t bytes = checkBytes(comm, fn, "count", count, 1, datatype);
     checkBuffer(comm, fn, "sendbuff", sendbuff, bytes);
     checkBuffer(comm, fn, "recvbuff", recvbuff, bytes);
     checkOverlap(comm, fn, sendbuff, bytes, recvbuff, bytes, sendbuff == recvbuff);
-    c.allReduce(sendbuff, recvbuff, count, datatype, op);
+    const CallMemory memory = checkMemory(
+        comm, fn, stream, {{"sendbuff", sendbuff, bytes}, {"recvbuff", recvbuff, bytes}});
+    c.allReduce(sendbuff, recvbuff, count, datatype, op, memory);
   });
 }
 
@@ -313,7 +353,6 @@ tidalResult_t tidalAllGather(const void* sendbuff, void* recvbuff, size_t sendco
   return guarded(comm, [&] {
     Communicator& c = checkComm(comm, fn);
     checkType(comm, fn, datatype);
-    checkStream(comm, fn, stream);
     const size_t n = static_cast<size_t>(c.nranks());
     const size_t recvBytes = checkBytes(comm, fn, "sendcount", sendcount, n, datatype);
     const size_t sendBytes = recvBytes / n;
@@ -322,7 +361,9 @@ tidalResult_t tidalAllGather(const void* sendbuff, void* recvbuff, size_t sendco
     const bool inPlace =
         sendbuff == static_cast<const char*>(recvbuff) + static_cast<size_t>(c.rank()) * sendBytes;
     checkOverlap(comm, fn, sendbuff, sendBytes, recvbuff, recvBytes, inPlace);
-    c.allGather(sendbuff, recvbuff, sendcount, datatype);
+    const CallMemory memory = checkMemory(
+        comm, fn, stream, {{"sendbuff", sendbuff, sendBytes}, {"recvbuff", recvbuff, recvBytes}});
+    c.allGather(sendbuff, recvbuff, sendcount, datatype, memory);
   });
 }
 
@@ -334,7 +375,6 @@ tidalResult_t tidalReduceScatter(const void* sendbuff, void* recvbuff, size_t re
     Communicator& c = checkComm(comm, fn);
     checkType(comm, fn, datatype);
     checkOp(comm, fn, op);
-    checkStream(comm, fn, stream);
     const size_t n = static_cast<size_t>(c.nranks());
     const size_t sendBytes = checkBytes(comm, fn, "recvcount", recvcount, n, datatype);
     const size_t recvBytes = sendBytes / n;
@@ -343,7 +383,9 @@ tidalResult_t tidalReduceScatter(const void* sendbuff, void* recvbuff, size_t re
     const bool inPlace =
         recvbuff == static_cast<const char*>(sendbuff) + static_cast<size_t>(c.rank()) * recvBytes;
     checkOverlap(comm, fn, sendbuff, sendBytes, recvbuff, recvBytes, inPlace);
-    c.reduceScatter(sendbuff, recvbuff, recvcount, datatype, op);
+    const CallMemory memory = checkMemory(
+        comm, fn, stream, {{"sendbuff", sendbuff, sendBytes}, {"recvbuff", recvbuff, recvBytes}});
+    c.reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, memory);
   });
 }
 
@@ -354,7 +396,6 @@ tidalResult_t tidalBroadcast(const void* sendbuff, void* recvbuff, size_t count,
     Communicator& c = checkComm(comm, fn);
     checkType(comm, fn, datatype);
     checkRoot(comm, fn, root);
-    checkStream(comm, fn, stream);
     const size_t bytes = checkBytes(comm, fn, "count", count, 1, datatype);
     // sendbuff matters only at the root.
     if (c.rank() == root) checkBuffer(comm, fn, "sendbuff", sendbuff, bytes);
@@ -362,7 +403,10 @@ tidalResult_t tidalBroadcast(const void* sendbuff, void* recvbuff, size_t count,
     if (c.rank() == root) {
       checkOverlap(comm, fn, sendbuff, bytes, recvbuff, bytes, sendbuff == recvbuff);
     }
-    c.broadcast(sendbuff, recvbuff, count, datatype, root);
+    const size_t rootBytes = c.rank() == root ? bytes : 0;
+    const CallMemory memory = checkMemory(
+        comm, fn, stream, {{"sendbuff", sendbuff, rootBytes}, {"recvbuff", recvbuff, bytes}});
+    c.broadcast(sendbuff, recvbuff, count, datatype, root, memory);
   });
 }
 
@@ -375,7 +419,6 @@ tidalResult_t tidalReduce(const void* sendbuff, void* recvbuff, size_t count,
     checkType(comm, fn, datatype);
     checkOp(comm, fn, op);
     checkRoot(comm, fn, root);
-    checkStream(comm, fn, stream);
     const size_t bytes = checkBytes(comm, fn, "count", count, 1, datatype);
     checkBuffer(comm, fn, "sendbuff", sendbuff, bytes);
     // recvbuff matters only at the root.
@@ -383,7 +426,10 @@ tidalResult_t tidalReduce(const void* sendbuff, void* recvbuff, size_t count,
       checkBuffer(comm, fn, "recvbuff", recvbuff, bytes);
       checkOverlap(comm, fn, sendbuff, bytes, recvbuff, bytes, sendbuff == recvbuff);
     }
-    c.reduce(sendbuff, recvbuff, count, datatype, op, root);
+    const size_t rootBytes = c.rank() == root ? bytes : 0;
+    const CallMemory memory = checkMemory(
+        comm, fn, stream, {{"sendbuff", sendbuff, bytes}, {"recvbuff", recvbuff, rootBytes}});
+    c.reduce(sendbuff, recvbuff, count, datatype, op, root, memory);
   });
 }
 
@@ -391,8 +437,7 @@ tidalResult_t tidalBarrier(tidalComm_t comm, void* stream) {
   constexpr const char* fn = "tidalBarrier";
   return guarded(comm, [&] {
     Communicator& c = checkComm(comm, fn);
-    checkStream(comm, fn, stream);
-    c.barrier();
+    c.barrier(checkMemory(comm, fn, stream, {}));
   });
 }
 

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "cuda/cuda_support.h"
 #include "reduce/reduce.h"
 
 namespace tidal {
@@ -44,8 +45,10 @@ EngineOptions engineOptionsFromParams(int rank) {
 
 }  // namespace
 
-std::unique_ptr<Communicator> Communicator::create(const UniqueId& id, int rank, int nranks) {
+std::unique_ptr<Communicator> Communicator::create(const UniqueId& id, int rank, int nranks,
+                                                   DeviceFactory devices) {
   std::unique_ptr<Communicator> comm(new Communicator(rank, nranks));
+  comm->devices_ = std::move(devices);
   comm->connect(id);
   return comm;
 }
@@ -82,6 +85,7 @@ void Communicator::connect(const UniqueId& id) {
   }
   bootstrap_ = Bootstrap::create(id, rank_, nranks_);
   if (nranks_ > 1) connectPeers();
+  connectDevices();
   barrierBuffer_.assign(static_cast<size_t>(nranks_), 0);
   TIDAL_INFO(Init,
              "rank {}/{}: communicator ready (chunk {} B, {} staging slots, reduce kernel {})",
@@ -206,6 +210,39 @@ void Communicator::connectPeers() {
   }
 }
 
+void Communicator::connectDevices() {
+  // Every rank of a job runs the same build: without CUDA support none of
+  // them takes part in the device path's allGather.
+  if (!cuda::built() && !devices_) {
+    deviceUnavailable_ = cuda::unavailableReason();
+    return;
+  }
+  std::unique_ptr<DeviceApi> device;
+  if (devices_) {
+    device = devices_();
+  } else if (cuda::usable()) {
+    device = cuda::createDeviceApi(cuda::currentDevice().value_or(0));
+  }
+  if (device) cudaDevice_ = device->device();
+  DevicePathConfig config;
+  config.rank = rank_;
+  config.nranks = nranks_;
+  config.bootstrap = bootstrap_.get();
+  config.hostId = localHostIdentity();
+  config.hostSend = &sendTo_;
+  config.hostRecv = &recvFrom_;
+  config.options = engine_->options();
+  config.ipcAllowed =
+      params::getString("TIDAL_NET").empty() && !params::getBool("TIDAL_CUDA_IPC_DISABLE");
+  device_ = DevicePath::create(
+      config, std::move(device), cuda::unavailableReason(),
+      [this](const Error& e) { breakWith(e); }, &deviceUnavailable_);
+  if (!device_) {
+    cudaDevice_ = -1;
+    TIDAL_INFO(Init, "rank {}: no device buffers: {}", rank_, deviceUnavailable_);
+  }
+}
+
 void Communicator::chooseSpinMode(int ranksOnThisHost) {
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   const bool busy =
@@ -243,11 +280,12 @@ void Communicator::breakWith(const Error& error) {
   // timeout, and they in turn close theirs: the error spreads around the ring.
   for (auto& [peer, c] : sendTo_) c->abort();
   for (auto& [peer, c] : recvFrom_) c->abort();
+  if (device_) device_->abortConnections();
 }
 
 template <typename Build>
 void Communicator::execute(const char* what, const ScheduleCache::Key& key, const void* sendbuff,
-                           void* recvbuff, Build&& build) {
+                           void* recvbuff, const CallMemory& memory, Build&& build) {
   std::unique_lock lock(opMutex_, std::try_to_lock);
   if (!lock.owns_lock()) {
     fail(tidalInvalidUsage,
@@ -260,7 +298,19 @@ void Communicator::execute(const char* what, const ScheduleCache::Key& key, cons
     fail(b, "rank {}: {} on a communicator broken by an earlier error: {}", rank_, what,
          brokenText_);
   }
+  if (memory.kind == MemoryKind::Cuda) {
+    if (!device_) {
+      fail(tidalInvalidUsage, "rank {}: {} on CUDA buffers, but this communicator has none: {}",
+           rank_, what, deviceUnavailable_);
+    }
+    // Enqueued: the progress thread runs it (device_path.h); its failures
+    // break the communicator from there.
+    device_->submit(memory.stream, what, schedules_.get(key, build), sendbuff, recvbuff);
+    return;
+  }
   try {
+    // Host buffers come after every stream-ordered call issued before them.
+    if (device_ && !device_->idle()) device_->waitIdle(what);
     engine_->run(schedules_.get(key, build), sendbuff, recvbuff, what);
   } catch (const Error& e) {
     breakWith(e);
@@ -283,22 +333,22 @@ enum Collective : int {
 };
 
 void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
-                             tidalDataType_t type, tidalRedOp_t op) {
+                             tidalDataType_t type, tidalRedOp_t op, const CallMemory& memory) {
   const auto a = args(count, type, op, 0, sendbuff == recvbuff);
   const auto key = [&](int collective) {
     return ScheduleCache::Key{collective, count, type, op, 0, a.inPlace};
   };
   switch (chooseAllReduce(count * typeSize(type))) {
     case AllReduceAlgo::RecursiveDoubling:
-      execute("AllReduce", key(kAllReduceRecursiveDoubling), sendbuff, recvbuff,
+      execute("AllReduce", key(kAllReduceRecursiveDoubling), sendbuff, recvbuff, memory,
               [&] { return coll::recursiveDoublingAllReduce(a); });
       break;
     case AllReduceAlgo::Hierarchical:
-      execute("AllReduce", key(kAllReduceHierarchical), sendbuff, recvbuff,
+      execute("AllReduce", key(kAllReduceHierarchical), sendbuff, recvbuff, memory,
               [&] { return coll::hierarchicalAllReduce(a, topology_); });
       break;
     case AllReduceAlgo::Ring:
-      execute("AllReduce", key(kAllReduceRing), sendbuff, recvbuff,
+      execute("AllReduce", key(kAllReduceRing), sendbuff, recvbuff, memory,
               [&] { return coll::ringAllReduce(a); });
       break;
   }
@@ -310,57 +360,62 @@ bool Communicator::useHierarchical(const std::string& algo) const {
 }
 
 void Communicator::allGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                             tidalDataType_t type) {
+                             tidalDataType_t type, const CallMemory& memory) {
   const char* mySlot =
       static_cast<const char*>(recvbuff) + static_cast<size_t>(rank_) * sendcount * typeSize(type);
   const auto a = args(sendcount, type, tidalSum, 0, sendbuff == mySlot);
   if (useHierarchical(allGatherAlgo_)) {
     execute("AllGather", {kAllGatherHierarchical, sendcount, type, tidalSum, 0, a.inPlace},
-            sendbuff, recvbuff, [&] { return coll::hierarchicalAllGather(a, topology_); });
+            sendbuff, recvbuff, memory, [&] { return coll::hierarchicalAllGather(a, topology_); });
     return;
   }
   execute("AllGather", {kAllGather, sendcount, type, tidalSum, 0, a.inPlace}, sendbuff, recvbuff,
-          [&] { return coll::ringAllGather(a); });
+          memory, [&] { return coll::ringAllGather(a); });
 }
 
 void Communicator::reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                 tidalDataType_t type, tidalRedOp_t op) {
+                                 tidalDataType_t type, tidalRedOp_t op, const CallMemory& memory) {
   const char* mySlot =
       static_cast<const char*>(sendbuff) + static_cast<size_t>(rank_) * recvcount * typeSize(type);
   const auto a = args(recvcount, type, op, 0, recvbuff == mySlot);
   if (useHierarchical(reduceScatterAlgo_)) {
     execute("ReduceScatter", {kReduceScatterHierarchical, recvcount, type, op, 0, a.inPlace},
-            sendbuff, recvbuff, [&] { return coll::hierarchicalReduceScatter(a, topology_); });
+            sendbuff, recvbuff, memory,
+            [&] { return coll::hierarchicalReduceScatter(a, topology_); });
     return;
   }
   execute("ReduceScatter", {kReduceScatter, recvcount, type, op, 0, a.inPlace}, sendbuff, recvbuff,
-          [&] { return coll::ringReduceScatter(a); });
+          memory, [&] { return coll::ringReduceScatter(a); });
 }
 
 void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
-                             tidalDataType_t type, int root) {
+                             tidalDataType_t type, int root, const CallMemory& memory) {
   const auto a = args(count, type, tidalSum, root, sendbuff == recvbuff);
   execute("Broadcast", {kBroadcast, count, type, tidalSum, root, a.inPlace}, sendbuff, recvbuff,
-          [&] { return coll::chainBroadcast(a); });
+          memory, [&] { return coll::chainBroadcast(a); });
 }
 
 void Communicator::reduce(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type,
-                          tidalRedOp_t op, int root) {
+                          tidalRedOp_t op, int root, const CallMemory& memory) {
   const auto a = args(count, type, op, root, sendbuff == recvbuff);
-  execute("Reduce", {kReduce, count, type, op, root, a.inPlace}, sendbuff, recvbuff,
+  execute("Reduce", {kReduce, count, type, op, root, a.inPlace}, sendbuff, recvbuff, memory,
           [&] { return coll::chainReduce(a); });
 }
 
-void Communicator::barrier() {
+void Communicator::barrier(const CallMemory& memory) {
   // An AllReduce of one byte per rank: every exchange carries data, so no
-  // rank leaves before every rank has arrived.
+  // rank leaves before every rank has arrived. Ordered on a stream, the
+  // bytes are the device path's.
   const auto a = args(barrierBuffer_.size(), tidalUint8, tidalMax, 0, true);
-  execute("Barrier", {kBarrier, a.count, a.type, a.op, 0, true}, barrierBuffer_.data(),
-          barrierBuffer_.data(), [&] { return coll::recursiveDoublingAllReduce(a); });
+  void* bytes = barrierBuffer_.data();
+  if (memory.kind == MemoryKind::Cuda && device_) bytes = device_->barrierBuffer();
+  execute("Barrier", {kBarrier, a.count, a.type, a.op, 0, true}, bytes, bytes, memory,
+          [&] { return coll::recursiveDoublingAllReduce(a); });
 }
 
 void Communicator::abort() {
   engine_->abort();
+  if (device_) device_->abort();
   if (bootstrap_) bootstrap_->abort();
   for (auto& [name, t] : transports_) t->abort();
   breakWith(Error(tidalRemoteError, fmt::format("rank {}: communicator aborted", rank_)));

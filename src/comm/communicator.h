@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,8 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/schedule.h"
+#include "comm/call_memory.h"
+#include "comm/device_path.h"
 #include "comm/schedule_cache.h"
 #include "core/error.h"
 #include "engine/engine.h"
@@ -27,22 +30,34 @@ namespace tidal {
 
 class Communicator {
  public:
-  static std::unique_ptr<Communicator> create(const UniqueId& id, int rank, int nranks);
+  // Where the device path's GPU comes from. Default: the real device current
+  // on this thread, when CUDA is usable. Tests pass a test double.
+  using DeviceFactory = std::function<std::unique_ptr<DeviceApi>()>;
+  static std::unique_ptr<Communicator> create(const UniqueId& id, int rank, int nranks,
+                                              DeviceFactory devices = {});
   ~Communicator();
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
 
+  // `memory` (call_memory.h): host buffers run now on the calling thread;
+  // CUDA buffers are enqueued on memory.stream and the call returns at once.
   void allReduce(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type,
-                 tidalRedOp_t op);
-  void allGather(const void* sendbuff, void* recvbuff, size_t sendcount, tidalDataType_t type);
+                 tidalRedOp_t op, const CallMemory& memory = {});
+  void allGather(const void* sendbuff, void* recvbuff, size_t sendcount, tidalDataType_t type,
+                 const CallMemory& memory = {});
   void reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, tidalDataType_t type,
-                     tidalRedOp_t op);
-  void broadcast(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type,
-                 int root);
+                     tidalRedOp_t op, const CallMemory& memory = {});
+  void broadcast(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type, int root,
+                 const CallMemory& memory = {});
   void reduce(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type,
-              tidalRedOp_t op, int root);
-  void barrier();
+              tidalRedOp_t op, int root, const CallMemory& memory = {});
+  void barrier(const CallMemory& memory = {});
+
+  // The CUDA device this communicator was created on (-1: none), and why
+  // device buffers cannot be used (empty when they can).
+  int cudaDevice() const { return cudaDevice_; }
+  const std::string& deviceUnavailable() const { return deviceUnavailable_; }
 
   tidalResult_t asyncError() const { return broken_.load(); }
 
@@ -77,7 +92,10 @@ class Communicator {
   // communicator locked for this call.
   template <typename Build>
   void execute(const char* what, const ScheduleCache::Key& key, const void* sendbuff,
-               void* recvbuff, Build&& build);
+               void* recvbuff, const CallMemory& memory, Build&& build);
+  // Builds the device path (collective): device buffers' connections and
+  // progress thread, or the reason there is none.
+  void connectDevices();
   coll::CollectiveArgs args(size_t count, tidalDataType_t type, tidalRedOp_t op, int root,
                             bool inPlace) const;
   void breakWith(const Error& error);
@@ -120,6 +138,13 @@ class Communicator {
   std::string brokenText_;
   mutable std::mutex errorMutex_;
   std::string lastError_;
+
+  // Device buffers (device_path.h). Last, so that it goes first: its
+  // progress thread uses the connections above.
+  DeviceFactory devices_;
+  int cudaDevice_ = -1;
+  std::string deviceUnavailable_;
+  std::unique_ptr<DevicePath> device_;
 };
 
 }  // namespace tidal

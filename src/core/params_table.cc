@@ -81,6 +81,15 @@ const std::vector<Definition>& definitions() {
       {"TIDAL_BUSY_POLL", Kind::String, "auto",
        "How a wait spins: 1 busy-polls, 0 yields the CPU each round, auto busy-polls when the "
        "host's ranks fit its CPUs."},
+      // CUDA device buffers.
+      {"TIDAL_CUDA_DISABLE", Kind::Bool, "0",
+       "1: never use CUDA (no context is created; a non-NULL stream is refused)."},
+      {"TIDAL_CUDA_IPC_DISABLE", Kind::Bool, "0",
+       "1: device buffers of ranks on one host go through pinned host memory, not CUDA IPC."},
+      {"TIDAL_CUDA_IPC_SLOTS", Kind::Int, "4",
+       "Slots in each cuda_ipc connection's device ring (the sender's value is used)."},
+      {"TIDAL_CUDA_IPC_SLOT_BYTES", Kind::Int, "1048576",
+       "Bytes per cuda_ipc ring slot: the step in which a sender copies and publishes."},
   };
   return kDefinitions;
 }

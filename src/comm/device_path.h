@@ -1,0 +1,102 @@
+// The communicator's device-buffer half: its GPU (a DeviceApi), the progress
+// thread that runs stream-ordered collectives (StreamEngine), the schedule
+// runner for device buffers (DeviceRunner) and the connections device
+// buffers travel over.
+//
+// Which connection serves a peer: cuda_ipc when both ranks are on one host
+// and both allow it (TIDAL_CUDA_IPC_DISABLE unset and TIDAL_NET unset on
+// both); otherwise the pair's host connection (tcp, shm, ...) with the data
+// staged through pinned host memory (staged_connection.h). The peers are
+// those the host connections already serve: the same schedules run on both
+// paths.
+//
+// Set-up is collective: one bootstrap allGather tells every rank whether
+// every other rank can use CUDA, where it is, and its cuda_ipc listener. If
+// any rank cannot, no rank builds a device path, and device buffers are
+// refused with the name of a rank that lacks CUDA.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "bootstrap/bootstrap.h"
+#include "collectives/schedule.h"
+#include "cuda/device_api.h"
+#include "engine/device_run.h"
+#include "engine/engine.h"
+#include "engine/stream_engine.h"
+#include "transports/transport.h"
+
+namespace tidal {
+
+namespace cuda_ipc {
+class CudaIpcTransport;
+}
+
+struct DevicePathConfig {
+  int rank = 0;
+  int nranks = 1;
+  Bootstrap* bootstrap = nullptr;  // required when nranks > 1
+  std::string hostId;              // localHostIdentity(), or a test's
+  const std::map<int, std::unique_ptr<Connection>>* hostSend = nullptr;
+  const std::map<int, std::unique_ptr<Connection>>* hostRecv = nullptr;
+  EngineOptions options{};
+  bool ipcAllowed = true;  // this rank's TIDAL_CUDA_IPC_DISABLE / TIDAL_NET
+};
+
+class DevicePath {
+ public:
+  // Collective when nranks > 1: every rank calls it, with `device` null where
+  // CUDA is not usable (`unusableReason` says why). Returns null when some
+  // rank has no device, with the reason in *unavailable.
+  static std::unique_ptr<DevicePath> create(const DevicePathConfig& config,
+                                            std::unique_ptr<DeviceApi> device,
+                                            const std::string& unusableReason,
+                                            StreamEngine::FailureHandler onFailure,
+                                            std::string* unavailable);
+  ~DevicePath();
+  DevicePath(const DevicePath&) = delete;
+  DevicePath& operator=(const DevicePath&) = delete;
+
+  int device() const { return device_->device(); }
+  std::string describe() const { return device_->describe(); }
+
+  // Enqueues `schedule` on device buffers, ordered on `stream`; returns at once.
+  void submit(void* stream, const char* what, const coll::Schedule& schedule, const void* sendbuff,
+              void* recvbuff);
+  // Blocks until every submitted collective has finished (see StreamEngine).
+  void waitIdle(const char* what) { streams_->waitIdle(what); }
+  bool idle() const { return streams_->finished() == streams_->submitted(); }
+  // Closes the device connections so peers fail fast (after a failure).
+  void abortConnections();
+  // tidalCommAbort: stops the progress thread's work and releases streams.
+  void abort();
+
+  // Device memory for the stream-ordered Barrier: one byte per rank.
+  void* barrierBuffer() const { return barrier_.data(); }
+
+ private:
+  DevicePath(const DevicePathConfig& config, std::unique_ptr<DeviceApi> device);
+  struct Record;
+  void connect(const std::vector<Record>& records, StreamEngine::FailureHandler onFailure);
+
+  int rank_;
+  int nranks_;
+  EngineOptions options_;
+  // The communicator's host connections (they outlive this object).
+  const std::map<int, std::unique_ptr<Connection>>* hostSend_;
+  const std::map<int, std::unique_ptr<Connection>>* hostRecv_;
+  // Declaration order is teardown order reversed: the progress thread stops
+  // first, then the runner and connections go, the device last.
+  std::unique_ptr<DeviceApi> device_;
+  std::unique_ptr<cuda_ipc::CudaIpcTransport> ipc_;
+  std::map<int, std::unique_ptr<Connection>> sendTo_;
+  std::map<int, std::unique_ptr<Connection>> recvFrom_;
+  std::unique_ptr<DeviceRunner> runner_;
+  OwnedMemory barrier_;
+  std::unique_ptr<StreamEngine> streams_;
+};
+
+}  // namespace tidal

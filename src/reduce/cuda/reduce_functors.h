@@ -1,0 +1,212 @@
+// The per-element arithmetic of the CUDA reduction kernels, compiled for the
+// host too, so that the CPU tests check it on every machine (no GPU needed).
+//
+// The semantics are those of reduce.h and cpu/element_ops.h, bit for bit:
+//  - integers wrap (arithmetic in the unsigned type of the same width);
+//  - float16 / bfloat16 widen exactly to float, compute in float, round once
+//    to nearest-even;
+//  - max is (a > b ? a : b), min (a < b ? a : b), and a NaN operand gives
+//    a + b (a NaN);
+//  - avg divides the combined value by the divisor: a true IEEE division for
+//    floats (float16/bfloat16 in float32, then one rounding), truncation for
+//    integers, INT_MIN / -1 wrapping.
+//
+// Native half2 / bfloat162 arithmetic (pairFunctor) is used on the GPU for
+// sum and prod without a divisor. It gives the same bits as "compute in
+// float, round once": a float32 result of one addition or multiplication of
+// two float16 (11-bit) or bfloat16 (8-bit) values, rounded again to 16 bits,
+// equals the correctly rounded 16-bit result, because float32 carries
+// 24 >= 2p + 2 significant bits (p = 11 or 8; the double-rounding bound for
+// +, -, *, /). The hardware's __hadd2 / __hmul2 round to nearest-even
+// without flushing subnormals, so they are that correctly rounded result.
+// tests/unit/reduce_functors_test.cc checks the bound's consequence on the
+// host; tests/gpu checks the kernels against the CPU bit for bit.
+//
+// Where the GPU differs, deliberately: a NaN result on the GPU is the
+// canonical NaN (the hardware does not propagate payloads), where the CPU
+// returns an operand's NaN quieted. Both are NaN; only the payload differs.
+// max/min and every divided (avg) step widen to float on the GPU too:
+// __hmax2 returns the non-NaN operand and orders -0 below +0, which is not
+// our semantics, and avg must divide the float sum, not a rounded half sum.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/half.h"
+#include "tidal/tidal.h"
+
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#define TIDAL_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define TIDAL_HOST_DEVICE inline
+#endif
+
+namespace tidal::gpu {
+
+// Storage type in memory and the type arithmetic happens in.
+template <typename T>
+struct SameElement {
+  using Storage = T;
+  using Math = T;
+  static TIDAL_HOST_DEVICE T load(T value) { return value; }
+  static TIDAL_HOST_DEVICE T store(T value) { return value; }
+};
+
+template <tidalDataType_t kType>
+struct Element;
+template <>
+struct Element<tidalInt8> : SameElement<int8_t> {};
+template <>
+struct Element<tidalUint8> : SameElement<uint8_t> {};
+template <>
+struct Element<tidalInt32> : SameElement<int32_t> {};
+template <>
+struct Element<tidalUint32> : SameElement<uint32_t> {};
+template <>
+struct Element<tidalInt64> : SameElement<int64_t> {};
+template <>
+struct Element<tidalUint64> : SameElement<uint64_t> {};
+template <>
+struct Element<tidalFloat32> : SameElement<float> {};
+template <>
+struct Element<tidalFloat64> : SameElement<double> {};
+
+// On the device the conversions are single instructions (cvt); on the host
+// they are core/half.h, which the CPU kernels use. Both widen exactly and
+// narrow to nearest-even; they differ only in NaN payloads (see above).
+template <>
+struct Element<tidalFloat16> {
+  using Storage = uint16_t;
+  using Math = float;
+  static TIDAL_HOST_DEVICE float load(uint16_t bits) {
+#if defined(__CUDA_ARCH__)
+    return __half2float(__ushort_as_half(bits));
+#else
+    return halfBitsToFloat(bits);
+#endif
+  }
+  static TIDAL_HOST_DEVICE uint16_t store(float value) {
+#if defined(__CUDA_ARCH__)
+    return __half_as_ushort(__float2half_rn(value));
+#else
+    return floatToHalfBits(value);
+#endif
+  }
+};
+
+template <>
+struct Element<tidalBfloat16> {
+  using Storage = uint16_t;
+  using Math = float;
+  static TIDAL_HOST_DEVICE float load(uint16_t bits) {
+#if defined(__CUDA_ARCH__)
+    return __bfloat162float(__ushort_as_bfloat16(bits));
+#else
+    return bf16BitsToFloat(bits);
+#endif
+  }
+  static TIDAL_HOST_DEVICE uint16_t store(float value) {
+#if defined(__CUDA_ARCH__)
+    return __bfloat16_as_ushort(__float2bfloat16_rn(value));
+#else
+    return floatToBf16Bits(value);
+#endif
+  }
+};
+
+template <tidalRedOp_t kOp, typename T>
+TIDAL_HOST_DEVICE T combine(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    // x != x is the NaN test that needs no <cmath> on the device.
+    if constexpr (kOp == tidalProd) {
+      return a * b;
+    } else if constexpr (kOp == tidalMax) {
+      if (a != a || b != b) return a + b;
+      return a > b ? a : b;
+    } else if constexpr (kOp == tidalMin) {
+      if (a != a || b != b) return a + b;
+      return a < b ? a : b;
+    } else {
+      return a + b;
+    }
+  } else {
+    // At least unsigned int wide, so that uint8 * uint8 cannot promote to a
+    // signed int and overflow.
+    using U = std::common_type_t<std::make_unsigned_t<T>, unsigned>;
+    if constexpr (kOp == tidalProd) {
+      return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    } else if constexpr (kOp == tidalMax) {
+      return a > b ? a : b;
+    } else if constexpr (kOp == tidalMin) {
+      return a < b ? a : b;
+    } else {
+      return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    }
+  }
+}
+
+// x / divisor, divisor != 0, with the CPU's integer rules.
+template <typename T>
+TIDAL_HOST_DEVICE T divide(T x, int divisor) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return x / static_cast<T>(divisor);
+  } else if constexpr (std::is_signed_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    if (divisor == -1) return static_cast<T>(U{0} - static_cast<U>(x));
+    return static_cast<T>(static_cast<int64_t>(x) / divisor);
+  } else {
+    return static_cast<T>(static_cast<uint64_t>(x) /
+                          static_cast<uint64_t>(static_cast<int64_t>(divisor)));
+  }
+}
+
+// One element: (a op b) [/ divisor].
+template <tidalDataType_t kType, tidalRedOp_t kOp, bool kDivide>
+struct ElementFunctor {
+  using E = Element<kType>;
+  using Storage = typename E::Storage;
+  TIDAL_HOST_DEVICE Storage operator()(Storage a, Storage b, int divisor) const {
+    auto value = combine<kOp>(E::load(a), E::load(b));
+    if constexpr (kDivide) value = divide(value, divisor);
+    return E::store(value);
+  }
+};
+
+// Whether pairFunctor uses native 16-bit pair arithmetic for (type, op).
+template <tidalDataType_t kType, tidalRedOp_t kOp>
+inline constexpr bool kNativePair = (kType == tidalFloat16 || kType == tidalBfloat16) &&
+                                    (kOp == tidalSum || kOp == tidalProd);
+
+// Two adjacent 16-bit elements packed in a 32-bit word (low half first, as
+// they lie in memory), combined without a divisor. On the device, sum and
+// prod are one __hadd2 / __hmul2; everything else, and the host, combines the
+// two halves one by one with ElementFunctor.
+template <tidalDataType_t kType, tidalRedOp_t kOp>
+struct PairFunctor {
+  static_assert(sizeof(typename Element<kType>::Storage) == 2);
+  TIDAL_HOST_DEVICE uint32_t operator()(uint32_t a, uint32_t b) const {
+#if defined(__CUDA_ARCH__)
+    if constexpr (kType == tidalFloat16 && kNativePair<kType, kOp>) {
+      const __half2 x = *reinterpret_cast<const __half2*>(&a);
+      const __half2 y = *reinterpret_cast<const __half2*>(&b);
+      const __half2 r = kOp == tidalSum ? __hadd2(x, y) : __hmul2(x, y);
+      return *reinterpret_cast<const uint32_t*>(&r);
+    } else if constexpr (kType == tidalBfloat16 && kNativePair<kType, kOp>) {
+      const __nv_bfloat162 x = *reinterpret_cast<const __nv_bfloat162*>(&a);
+      const __nv_bfloat162 y = *reinterpret_cast<const __nv_bfloat162*>(&b);
+      const __nv_bfloat162 r = kOp == tidalSum ? __hadd2(x, y) : __hmul2(x, y);
+      return *reinterpret_cast<const uint32_t*>(&r);
+    }
+#endif
+    const ElementFunctor<kType, kOp, false> one;
+    const uint32_t lo = one(static_cast<uint16_t>(a), static_cast<uint16_t>(b), 0);
+    const uint32_t hi = one(static_cast<uint16_t>(a >> 16), static_cast<uint16_t>(b >> 16), 0);
+    return lo | (hi << 16);
+  }
+};
+
+}  // namespace tidal::gpu
