@@ -45,9 +45,19 @@ mkdir -p "$ROOT"/{usr/bin,usr/lib,bb,etc/libibverbs.d,proc,sys,dev,tmp,run,tidal
 ln -s usr/lib "$ROOT/lib"; ln -s usr/lib "$ROOT/lib64"; ln -s usr/bin "$ROOT/bin"; ln -s usr/bin "$ROOT/sbin"
 
 add_file() { mkdir -p "$ROOT$(dirname "${2:-$1}")" && cp -L "$1" "$ROOT${2:-$1}"; }
-add_libs() {  # every shared library an ELF needs, at the path the loader looks for it
+add_libs() {  # every shared library an ELF needs, where the guest's loader finds it
+  # System libraries keep their path. Ours (libtidal, found through the build
+  # tree's RUNPATH) go to the library directory: the build tree may lie under
+  # /tmp, which the guest mounts a fresh tmpfs over, and ldconfig below puts
+  # them in the loader's cache.
   ldd "$1" 2>/dev/null | awk '$2=="=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' |
-    while read -r lib; do [ -e "$ROOT$lib" ] || add_file "$lib"; done
+    while read -r lib; do
+      case "$lib" in
+        /lib/* | /lib64/* | /usr/lib/* | /usr/lib64/*) dest=$lib ;;
+        *) dest=/usr/lib/$MA/$(basename "$lib") ;;
+      esac
+      [ -e "$ROOT$dest" ] || add_file "$lib" "$dest"
+    done
 }
 add_bin() { add_file "$1" "$2"; add_libs "$1"; }
 
