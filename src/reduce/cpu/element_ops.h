@@ -1,4 +1,5 @@
-// One element of every (type, op): the definition both kernel families share.
+// One element of every (type, op): the definition both CPU kernel families
+// share (its arithmetic, element_math.h, is the CUDA kernels' too).
 //
 // The scalar family is these functions in a loop; the AVX2 family uses them
 // for tails and for the cases it does not vectorise (integer division). Since
@@ -16,13 +17,13 @@
 // includes it too, and the copies the linker may pick must run on any x86-64.
 #pragma once
 
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
 
 #include "core/half.h"
+#include "reduce/element_math.h"
 #include "tidal/tidal.h"
 
 namespace tidal::cpu {
@@ -117,52 +118,10 @@ decltype(auto) visitOp(tidalRedOp_t op, F&& f) {
   }
 }
 
-template <tidalRedOp_t kOp, typename T>
-inline T combine(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if constexpr (kOp == tidalProd) {
-      return a * b;
-    } else if constexpr (kOp == tidalMax) {
-      if (std::isnan(a) || std::isnan(b)) return a + b;
-      return a > b ? a : b;
-    } else if constexpr (kOp == tidalMin) {
-      if (std::isnan(a) || std::isnan(b)) return a + b;
-      return a < b ? a : b;
-    } else {
-      return a + b;
-    }
-  } else {
-    // At least unsigned int wide, so that uint8 * uint8 cannot promote to a
-    // signed int and overflow.
-    using U = std::common_type_t<std::make_unsigned_t<T>, unsigned>;
-    if constexpr (kOp == tidalProd) {
-      return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-    } else if constexpr (kOp == tidalMax) {
-      return a > b ? a : b;
-    } else if constexpr (kOp == tidalMin) {
-      return a < b ? a : b;
-    } else {
-      return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-    }
-  }
-}
-
-// x / divisor with divisor != 0. Signed integers truncate toward zero (C++
-// semantics) and dividing the most negative value by -1 wraps instead of
-// trapping; unsigned integers divide by the divisor converted to uint64_t.
-template <typename T>
-inline T divide(T x, int divisor) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return x / static_cast<T>(divisor);
-  } else if constexpr (std::is_signed_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    if (divisor == -1) return static_cast<T>(U{0} - static_cast<U>(x));
-    return static_cast<T>(static_cast<int64_t>(x) / divisor);
-  } else {
-    return static_cast<T>(static_cast<uint64_t>(x) /
-                          static_cast<uint64_t>(static_cast<int64_t>(divisor)));
-  }
-}
+// The arithmetic itself (combine<kOp>, divide) is element_math.h's, the same
+// functions the CUDA kernels run.
+using elementwise::combine;
+using elementwise::divide;
 
 // dst[i] = (a[i] op b[i]) [/ divisor] for i in [0, count).
 template <tidalDataType_t kType, tidalRedOp_t kOp, bool kDivide>

@@ -35,14 +35,12 @@
 #include <type_traits>
 
 #include "core/half.h"
+#include "reduce/element_math.h"
 #include "tidal/tidal.h"
 
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#define TIDAL_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define TIDAL_HOST_DEVICE inline
 #endif
 
 namespace tidal::gpu {
@@ -118,51 +116,8 @@ struct Element<tidalBfloat16> {
   }
 };
 
-template <tidalRedOp_t kOp, typename T>
-TIDAL_HOST_DEVICE T combine(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    // x != x is the NaN test that needs no <cmath> on the device.
-    if constexpr (kOp == tidalProd) {
-      return a * b;
-    } else if constexpr (kOp == tidalMax) {
-      if (a != a || b != b) return a + b;
-      return a > b ? a : b;
-    } else if constexpr (kOp == tidalMin) {
-      if (a != a || b != b) return a + b;
-      return a < b ? a : b;
-    } else {
-      return a + b;
-    }
-  } else {
-    // At least unsigned int wide, so that uint8 * uint8 cannot promote to a
-    // signed int and overflow.
-    using U = std::common_type_t<std::make_unsigned_t<T>, unsigned>;
-    if constexpr (kOp == tidalProd) {
-      return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-    } else if constexpr (kOp == tidalMax) {
-      return a > b ? a : b;
-    } else if constexpr (kOp == tidalMin) {
-      return a < b ? a : b;
-    } else {
-      return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-    }
-  }
-}
-
-// x / divisor, divisor != 0, with the CPU's integer rules.
-template <typename T>
-TIDAL_HOST_DEVICE T divide(T x, int divisor) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return x / static_cast<T>(divisor);
-  } else if constexpr (std::is_signed_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    if (divisor == -1) return static_cast<T>(U{0} - static_cast<U>(x));
-    return static_cast<T>(static_cast<int64_t>(x) / divisor);
-  } else {
-    return static_cast<T>(static_cast<uint64_t>(x) /
-                          static_cast<uint64_t>(static_cast<int64_t>(divisor)));
-  }
-}
+using elementwise::combine;
+using elementwise::divide;
 
 // One element: (a op b) [/ divisor].
 template <tidalDataType_t kType, tidalRedOp_t kOp, bool kDivide>
