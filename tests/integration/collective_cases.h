@@ -1,8 +1,8 @@
-// The correctness suite's cases, layouts and expected results, for the
-// suites that run them on device buffers: tests/gpu/gpu_collective_worker.cc
-// (a real GPU) and tests/unit/device_collectives_test.cc (the GPU test
-// double). Same inputs and checks as collective_worker.cc: values for which
-// every reduction is exact (expected_values.h), compared bit for bit.
+// The correctness suite's cases, layouts and expected results, shared by every
+// suite that runs them: collective_worker.cc (host buffers, every transport),
+// tests/gpu/gpu_collective_worker.cc (a real GPU) and
+// tests/unit/device_collectives_test.cc (the GPU test double). Values for
+// which every reduction is exact (expected_values.h), compared bit for bit.
 #pragma once
 
 #include <cstddef>
@@ -101,8 +101,8 @@ inline size_t countWrongOutput(const Case& c, int rank, int n, const void* got, 
   return wrong;
 }
 
-// collective_worker.cc's suite: every collective x type x op x small count,
-// in place and out of place, then multi-chunk cases of `bigCount` elements.
+// The suite: every collective x type x op x small count, in place and out of
+// place, then (unless bigCount is 0) multi-chunk cases of `bigCount` elements.
 inline std::vector<Case> standardCases(int n, size_t bigCount) {
   std::vector<Case> cases;
   int k = 0;
@@ -121,6 +121,7 @@ inline std::vector<Case> standardCases(int n, size_t bigCount) {
       }
     }
   }
+  if (bigCount == 0) return cases;
   for (bool inPlace : {false, true}) {
     for (int t = 0; t < tidalNumTypes; ++t) {
       cases.push_back(

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "collective_cases.h"
 #include "expected_values.h"
 #include "tidal/tidal.h"
 
@@ -32,72 +33,25 @@ struct Tally {
   long failed = 0;
 };
 
-const char* kTypeNames[] = {"int8",   "uint8", "int32", "uint32", "int64",
-                            "uint64", "half",  "float", "double", "bfloat16"};
-const char* kOpNames[] = {"sum", "prod", "max", "min", "avg"};
-
-enum class Coll { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce };
-const char* collName(Coll c) {
-  switch (c) {
-    case Coll::AllReduce:
-      return "AllReduce";
-    case Coll::AllGather:
-      return "AllGather";
-    case Coll::ReduceScatter:
-      return "ReduceScatter";
-    case Coll::Broadcast:
-      return "Broadcast";
-    case Coll::Reduce:
-      return "Reduce";
-  }
-  return "?";
-}
-
-struct Case {
-  Coll coll;
-  tidalDataType_t type;
-  tidalRedOp_t op;
-  size_t count;  // per-rank count for AllGather/ReduceScatter, total otherwise
-  bool inPlace;
-  int root;
-};
-
 // Runs one case on one rank and checks the result. Returns false on failure
 // after printing what was wrong.
 bool runCase(tidalComm_t comm, int rank, int n, const Case& c) {
   const size_t ts = sizeOf(c.type);
-  const bool segmented = c.coll == Coll::AllGather || c.coll == Coll::ReduceScatter;
-  const size_t total = segmented ? c.count * static_cast<size_t>(n) : c.count;
-  // Inputs: AllGather sends its own block; others send `total` elements.
-  const size_t sendCount = c.coll == Coll::AllGather ? c.count : total;
-  const size_t recvCount = c.coll == Coll::ReduceScatter ? c.count : total;
-  std::vector<char> big(std::max(sendCount, total) * ts + 64);
-  std::vector<char> sendv(sendCount * ts + 1), recvv(recvCount * ts + 1, 0x5a);
-
-  const tidalRedOp_t inputOp =
-      (c.coll == Coll::AllGather || c.coll == Coll::Broadcast) ? tidalSum : c.op;
-  const size_t base = c.coll == Coll::AllGather ? static_cast<size_t>(rank) * c.count : 0;
-  for (size_t i = 0; i < sendCount; ++i)
-    storeValue(sendv.data(), i, c.type, inputValue(rank, base + i, inputOp, c.type));
+  const CaseLayout l = layoutOf(c, rank, n);
+  // One spare byte past each buffer, and a receive buffer that starts out
+  // garbage: a collective that writes too little or too much shows.
+  std::vector<char> sendv(l.sendCount * ts + 1), recvv(l.recvCount * ts + 1, 0x5a);
+  fillInput(c, rank, n, sendv.data());
 
   const void* sendbuff = sendv.data();
   void* recvbuff = recvv.data();
+  std::vector<char> inPlace;
   if (c.inPlace) {
     // The documented in-place layouts, inside one buffer.
-    std::fill(big.begin(), big.end(), 0);
-    if (c.coll == Coll::AllGather) {
-      std::memcpy(big.data() + static_cast<size_t>(rank) * c.count * ts, sendv.data(),
-                  c.count * ts);
-      recvbuff = big.data();
-      sendbuff = big.data() + static_cast<size_t>(rank) * c.count * ts;
-    } else if (c.coll == Coll::ReduceScatter) {
-      std::memcpy(big.data(), sendv.data(), total * ts);
-      sendbuff = big.data();
-      recvbuff = big.data() + static_cast<size_t>(rank) * c.count * ts;
-    } else {
-      std::memcpy(big.data(), sendv.data(), total * ts);
-      sendbuff = recvbuff = big.data();
-    }
+    inPlace.assign(l.inPlaceElements * ts + 64, 0);
+    std::memcpy(inPlace.data() + l.inPlaceSendOffset * ts, sendv.data(), l.sendCount * ts);
+    sendbuff = inPlace.data() + l.inPlaceSendOffset * ts;
+    recvbuff = inPlace.data() + l.inPlaceRecvOffset * ts;
   }
   tidalResult_t r = tidalSuccess;
   switch (c.coll) {
@@ -117,97 +71,24 @@ bool runCase(tidalComm_t comm, int rank, int n, const Case& c) {
       r = tidalReduce(sendbuff, recvbuff, c.count, c.type, c.op, c.root, comm, nullptr);
       break;
   }
-  auto describe = [&] {
-    return std::string(collName(c.coll)) + " " + kTypeNames[c.type] + " " + kOpNames[c.op] +
-           " count " + std::to_string(c.count) + (c.inPlace ? " in-place" : " out-of-place") +
-           " root " + std::to_string(c.root) + " nranks " + std::to_string(n);
-  };
   if (r != tidalSuccess) {
-    std::fprintf(stderr, "rank %d: FAIL %s: %s: %s\n", rank, describe().c_str(),
+    std::fprintf(stderr, "rank %d: FAIL %s: %s: %s\n", rank, describe(c, n).c_str(),
                  tidalGetErrorString(r), tidalGetLastError(comm));
     return false;
   }
-  if (c.coll == Coll::Reduce && rank != c.root) return true;  // only the root gets a result
-
-  const char* got = static_cast<const char*>(recvbuff);
-  std::vector<char> want(ts);
-  size_t wrong = 0, firstWrong = 0;
-  for (size_t i = 0; i < recvCount; ++i) {
-    switch (c.coll) {
-      case Coll::AllReduce:
-      case Coll::Reduce:
-        storeExpected(want.data(), i, c.type, c.op, n);
-        break;
-      case Coll::ReduceScatter:
-        storeExpected(want.data(), static_cast<size_t>(rank) * c.count + i, c.type, c.op, n);
-        break;
-      case Coll::AllGather:
-        storeValue(want.data(), 0, c.type,
-                   inputValue(static_cast<int>(i / c.count), i, tidalSum, c.type));
-        break;
-      case Coll::Broadcast:
-        storeValue(want.data(), 0, c.type, inputValue(c.root, i, tidalSum, c.type));
-        break;
-    }
-    if (std::memcmp(got + i * ts, want.data(), ts) != 0) {
-      if (wrong++ == 0) firstWrong = i;
-    }
-  }
-  if (wrong) {
+  size_t firstWrong = 0;
+  if (const size_t wrong = countWrongOutput(c, rank, n, recvbuff, &firstWrong)) {
     std::fprintf(stderr, "rank %d: FAIL %s: %zu wrong elements, first at %zu\n", rank,
-                 describe().c_str(), wrong, firstWrong);
+                 describe(c, n).c_str(), wrong, firstWrong);
     return false;
   }
   return true;
 }
 
-std::vector<Case> buildCases(int n, bool big, size_t bigCount) {
-  std::vector<Case> cases;
-  const size_t smallCounts[] = {0, 1, 7, 1023};
-  int k = 0;
-  for (size_t count : smallCounts) {
-    for (int t = 0; t < tidalNumTypes; ++t) {
-      const auto type = static_cast<tidalDataType_t>(t);
-      for (bool inPlace : {false, true}) {
-        for (int o = 0; o < tidalNumOps; ++o) {
-          const auto op = static_cast<tidalRedOp_t>(o);
-          cases.push_back({Coll::AllReduce, type, op, count, inPlace, 0});
-          cases.push_back({Coll::ReduceScatter, type, op, count, inPlace, 0});
-          cases.push_back({Coll::Reduce, type, op, count, inPlace, (k++) % n});
-        }
-        cases.push_back({Coll::AllGather, type, tidalSum, count, inPlace, 0});
-        cases.push_back({Coll::Broadcast, type, tidalSum, count, inPlace, (k++) % n});
-      }
-    }
-  }
-  if (big) {
-    const size_t count = bigCount;
-    for (bool inPlace : {false, true}) {
-      for (int t = 0; t < tidalNumTypes; ++t) {
-        cases.push_back(
-            {Coll::AllReduce, static_cast<tidalDataType_t>(t), tidalSum, count, inPlace, 0});
-      }
-      for (int o = 0; o < tidalNumOps; ++o) {
-        cases.push_back(
-            {Coll::AllReduce, tidalFloat32, static_cast<tidalRedOp_t>(o), count, inPlace, 0});
-      }
-      for (auto type : {tidalFloat32, tidalBfloat16, tidalInt8}) {
-        cases.push_back(
-            {Coll::ReduceScatter, type, tidalSum, count / static_cast<size_t>(n) + 1, inPlace, 0});
-        cases.push_back(
-            {Coll::AllGather, type, tidalSum, count / static_cast<size_t>(n) + 1, inPlace, 0});
-        cases.push_back({Coll::Broadcast, type, tidalSum, count, inPlace, n - 1});
-        cases.push_back({Coll::Reduce, type, tidalAvg, count, inPlace, n / 2});
-      }
-    }
-  }
-  return cases;
-}
-
 // One rank's whole suite over two communicators used alternately.
 Tally runSuite(tidalComm_t comms[2], int rank, int n, const Options& opt) {
   Tally tally;
-  const auto cases = buildCases(n, opt.big, opt.bigCount);
+  const auto cases = standardCases(n, opt.big ? opt.bigCount : 0);
   for (size_t i = 0; i < cases.size(); ++i) {
     if (runCase(comms[i % 2], rank, n, cases[i])) {
       ++tally.passed;
