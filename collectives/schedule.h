@@ -28,6 +28,21 @@ struct BufferRef {
   size_t offset;  // bytes
 };
 
+// The address `ref` names, given where a run's three buffers are (on the host
+// or on a device: it is only arithmetic). Send is read-only to schedules;
+// the cast lets one pointer type serve sources and destinations.
+inline char* resolveBuffer(const BufferRef& ref, const void* send, void* recv, char* scratch) {
+  switch (ref.buffer) {
+    case Buffer::Send:
+      return const_cast<char*>(static_cast<const char*>(send)) + ref.offset;
+    case Buffer::Recv:
+      return static_cast<char*>(recv) + ref.offset;
+    case Buffer::Scratch:
+      return scratch + ref.offset;
+  }
+  return nullptr;
+}
+
 struct CopyOp {
   BufferRef src;
   BufferRef dst;

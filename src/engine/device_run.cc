@@ -101,15 +101,7 @@ class DeviceRunner::Run {
   }
 
   char* resolve(const coll::BufferRef& ref) const {
-    switch (ref.buffer) {
-      case coll::Buffer::Send:
-        return const_cast<char*>(send_) + ref.offset;
-      case coll::Buffer::Recv:
-        return recv_ + ref.offset;
-      case coll::Buffer::Scratch:
-        return r_.scratch_.data() + ref.offset;
-    }
-    return nullptr;
+    return coll::resolveBuffer(ref, send_, recv_, r_.scratch_.data());
   }
 
   char* slotAddress(int slot) const {

@@ -96,15 +96,7 @@ class Engine::Run {
 
  private:
   char* resolve(const coll::BufferRef& ref) const {
-    switch (ref.buffer) {
-      case coll::Buffer::Send:
-        return const_cast<char*>(send_) + ref.offset;
-      case coll::Buffer::Recv:
-        return recv_ + ref.offset;
-      case coll::Buffer::Scratch:
-        return e_.scratch_.data() + ref.offset;
-    }
-    return nullptr;
+    return coll::resolveBuffer(ref, send_, recv_, e_.scratch_.data());
   }
 
   char* slotAddress(int slot) const {

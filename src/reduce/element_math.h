@@ -2,6 +2,9 @@
 // (cpu/element_ops.h) and the CUDA kernels (cuda/reduce_functors.h): one
 // definition, so the two families cannot drift apart. T is the type the
 // arithmetic happens in (float for float16 and bfloat16).
+//  - float16 / bfloat16 widen exactly to float and narrow once to
+//    nearest-even (core/half.h on the host, one cvt instruction on the device;
+//    they differ only in NaN payloads);
 //  - integers wrap: arithmetic happens in the unsigned type of the same width;
 //  - max is (a > b ? a : b) and min (a < b ? a : b); an unordered pair returns
 //    a + b, i.e. a quiet NaN;
@@ -17,15 +20,89 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/half.h"
 #include "tidal/tidal.h"
 
 #if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #define TIDAL_HOST_DEVICE __host__ __device__ __forceinline__
 #else
 #define TIDAL_HOST_DEVICE inline
 #endif
 
 namespace tidal::elementwise {
+
+// Storage type in memory and the type arithmetic happens in.
+template <typename T>
+struct SameElement {
+  using Storage = T;
+  using Math = T;
+  static TIDAL_HOST_DEVICE T load(T value) { return value; }
+  static TIDAL_HOST_DEVICE T store(T value) { return value; }
+};
+
+template <tidalDataType_t kType>
+struct Element;
+template <>
+struct Element<tidalInt8> : SameElement<int8_t> {};
+template <>
+struct Element<tidalUint8> : SameElement<uint8_t> {};
+template <>
+struct Element<tidalInt32> : SameElement<int32_t> {};
+template <>
+struct Element<tidalUint32> : SameElement<uint32_t> {};
+template <>
+struct Element<tidalInt64> : SameElement<int64_t> {};
+template <>
+struct Element<tidalUint64> : SameElement<uint64_t> {};
+template <>
+struct Element<tidalFloat32> : SameElement<float> {};
+template <>
+struct Element<tidalFloat64> : SameElement<double> {};
+
+// On the device the conversions are single instructions (cvt); on the host
+// they are core/half.h, which the CPU kernels use. Both widen exactly and
+// narrow to nearest-even; they differ only in NaN payloads (see above).
+template <>
+struct Element<tidalFloat16> {
+  using Storage = uint16_t;
+  using Math = float;
+  static TIDAL_HOST_DEVICE float load(uint16_t bits) {
+#if defined(__CUDA_ARCH__)
+    return __half2float(__ushort_as_half(bits));
+#else
+    return halfBitsToFloat(bits);
+#endif
+  }
+  static TIDAL_HOST_DEVICE uint16_t store(float value) {
+#if defined(__CUDA_ARCH__)
+    return __half_as_ushort(__float2half_rn(value));
+#else
+    return floatToHalfBits(value);
+#endif
+  }
+};
+
+template <>
+struct Element<tidalBfloat16> {
+  using Storage = uint16_t;
+  using Math = float;
+  static TIDAL_HOST_DEVICE float load(uint16_t bits) {
+#if defined(__CUDA_ARCH__)
+    return __bfloat162float(__ushort_as_bfloat16(bits));
+#else
+    return bf16BitsToFloat(bits);
+#endif
+  }
+  static TIDAL_HOST_DEVICE uint16_t store(float value) {
+#if defined(__CUDA_ARCH__)
+    return __bfloat16_as_ushort(__float2bfloat16_rn(value));
+#else
+    return floatToBf16Bits(value);
+#endif
+  }
+};
 
 template <tidalRedOp_t kOp, typename T>
 TIDAL_HOST_DEVICE T combine(T a, T b) {

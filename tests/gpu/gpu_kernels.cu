@@ -1,3 +1,5 @@
+// The kernels of gpu_kernels.h: test helpers, not a test. The checks are in
+// gpu_collective_worker.cc, which compares what these kernels leave behind.
 #include "gpu_kernels.h"
 
 namespace tidal::gputest {

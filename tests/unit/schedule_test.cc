@@ -26,15 +26,7 @@ struct RankState {
 };
 
 char* resolve(RankState& s, const BufferRef& ref) {
-  switch (ref.buffer) {
-    case Buffer::Send:
-      return s.send.data() + ref.offset;
-    case Buffer::Recv:
-      return s.recv.data() + ref.offset;
-    case Buffer::Scratch:
-      return s.scratch.data() + ref.offset;
-  }
-  return nullptr;
+  return resolveBuffer(ref, s.send.data(), s.recv.data(), s.scratch.data());
 }
 
 // Executes all ranks' schedules; returns false (with a gtest failure) on a

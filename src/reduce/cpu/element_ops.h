@@ -22,56 +22,16 @@
 #include <type_traits>
 #include <utility>
 
-#include "core/half.h"
 #include "reduce/element_math.h"
 #include "tidal/tidal.h"
 
 namespace tidal::cpu {
 
-// Storage type in memory and the type arithmetic happens in.
-template <tidalDataType_t kType>
-struct Element;
-
-template <typename T>
-struct SameElement {
-  using Storage = T;
-  using Math = T;
-  static T load(T value) { return value; }
-  static T store(T value) { return value; }
-};
-
-template <>
-struct Element<tidalInt8> : SameElement<int8_t> {};
-template <>
-struct Element<tidalUint8> : SameElement<uint8_t> {};
-template <>
-struct Element<tidalInt32> : SameElement<int32_t> {};
-template <>
-struct Element<tidalUint32> : SameElement<uint32_t> {};
-template <>
-struct Element<tidalInt64> : SameElement<int64_t> {};
-template <>
-struct Element<tidalUint64> : SameElement<uint64_t> {};
-template <>
-struct Element<tidalFloat32> : SameElement<float> {};
-template <>
-struct Element<tidalFloat64> : SameElement<double> {};
-
-template <>
-struct Element<tidalFloat16> {
-  using Storage = uint16_t;
-  using Math = float;
-  static float load(uint16_t bits) { return halfBitsToFloat(bits); }
-  static uint16_t store(float value) { return floatToHalfBits(value); }
-};
-
-template <>
-struct Element<tidalBfloat16> {
-  using Storage = uint16_t;
-  using Math = float;
-  static float load(uint16_t bits) { return bf16BitsToFloat(bits); }
-  static uint16_t store(float value) { return floatToBf16Bits(value); }
-};
+// Element<type> (storage, math type, load/store), combine<op> and divide
+// are element_math.h's, the same definitions the CUDA kernels run.
+using elementwise::combine;
+using elementwise::divide;
+using elementwise::Element;
 
 // Calls f(std::integral_constant<tidalDataType_t, type>{}); type must be valid.
 template <typename F>
@@ -117,11 +77,6 @@ decltype(auto) visitOp(tidalRedOp_t op, F&& f) {
       return f(std::integral_constant<O, tidalSum>{});
   }
 }
-
-// The arithmetic itself (combine<kOp>, divide) is element_math.h's, the same
-// functions the CUDA kernels run.
-using elementwise::combine;
-using elementwise::divide;
 
 // dst[i] = (a[i] op b[i]) [/ divisor] for i in [0, count).
 template <tidalDataType_t kType, tidalRedOp_t kOp, bool kDivide>

@@ -34,90 +34,14 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/half.h"
 #include "reduce/element_math.h"
 #include "tidal/tidal.h"
 
-#if defined(__CUDACC__)
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#endif
-
 namespace tidal::gpu {
-
-// Storage type in memory and the type arithmetic happens in.
-template <typename T>
-struct SameElement {
-  using Storage = T;
-  using Math = T;
-  static TIDAL_HOST_DEVICE T load(T value) { return value; }
-  static TIDAL_HOST_DEVICE T store(T value) { return value; }
-};
-
-template <tidalDataType_t kType>
-struct Element;
-template <>
-struct Element<tidalInt8> : SameElement<int8_t> {};
-template <>
-struct Element<tidalUint8> : SameElement<uint8_t> {};
-template <>
-struct Element<tidalInt32> : SameElement<int32_t> {};
-template <>
-struct Element<tidalUint32> : SameElement<uint32_t> {};
-template <>
-struct Element<tidalInt64> : SameElement<int64_t> {};
-template <>
-struct Element<tidalUint64> : SameElement<uint64_t> {};
-template <>
-struct Element<tidalFloat32> : SameElement<float> {};
-template <>
-struct Element<tidalFloat64> : SameElement<double> {};
-
-// On the device the conversions are single instructions (cvt); on the host
-// they are core/half.h, which the CPU kernels use. Both widen exactly and
-// narrow to nearest-even; they differ only in NaN payloads (see above).
-template <>
-struct Element<tidalFloat16> {
-  using Storage = uint16_t;
-  using Math = float;
-  static TIDAL_HOST_DEVICE float load(uint16_t bits) {
-#if defined(__CUDA_ARCH__)
-    return __half2float(__ushort_as_half(bits));
-#else
-    return halfBitsToFloat(bits);
-#endif
-  }
-  static TIDAL_HOST_DEVICE uint16_t store(float value) {
-#if defined(__CUDA_ARCH__)
-    return __half_as_ushort(__float2half_rn(value));
-#else
-    return floatToHalfBits(value);
-#endif
-  }
-};
-
-template <>
-struct Element<tidalBfloat16> {
-  using Storage = uint16_t;
-  using Math = float;
-  static TIDAL_HOST_DEVICE float load(uint16_t bits) {
-#if defined(__CUDA_ARCH__)
-    return __bfloat162float(__ushort_as_bfloat16(bits));
-#else
-    return bf16BitsToFloat(bits);
-#endif
-  }
-  static TIDAL_HOST_DEVICE uint16_t store(float value) {
-#if defined(__CUDA_ARCH__)
-    return __bfloat16_as_ushort(__float2bfloat16_rn(value));
-#else
-    return floatToBf16Bits(value);
-#endif
-  }
-};
 
 using elementwise::combine;
 using elementwise::divide;
+using elementwise::Element;
 
 // One element: (a op b) [/ divisor].
 template <tidalDataType_t kType, tidalRedOp_t kOp, bool kDivide>
