@@ -6,6 +6,9 @@
 #
 #   run_vm_tests.sh WORK_DIR BINARY...
 #
+# The accelerator: KVM where a short probe boot shows it works, else TCG
+# (choose_accel.sh; TIDAL_VM_ACCEL=auto|kvm|tcg).
+#
 # The binaries (and every library they need, including the dlopened
 # libibverbs and its rxe provider) are copied into an initramfs together
 # with busybox, kmod, iproute2's ip and rdma, and the kernel modules
@@ -23,7 +26,7 @@ shift
 HERE=$(cd "$(dirname "$0")" && pwd)
 skip() { echo "SKIP: $*"; exit 77; }
 
-for tool in qemu-system-x86_64 cpio gzip ldd modprobe depmod busybox ip rdma; do
+for tool in qemu-system-x86_64 timeout cpio gzip ldd modprobe depmod busybox ip rdma; do
   command -v "$tool" >/dev/null 2>&1 || skip "$tool not found (scripts/bootstrap.sh installs the VM packages)"
 done
 # The newest installed kernel image whose module tree has rdma_rxe.
@@ -109,9 +112,13 @@ depmod -b "$ROOT" "$KVER" || skip "depmod failed"
 (cd "$ROOT" && find . | cpio -o -H newc --quiet | gzip -1) > "$INITRD"
 echo "[vm] kernel $KVER, initramfs $(du -h "$INITRD" | cut -f1)"
 
-# KVM where it works, else software emulation (TCG).
-ACCEL=(-accel tcg,thread=multi)
-if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then ACCEL=(-accel kvm "${ACCEL[@]}"); fi
+# KVM only where a probe boot shows it runs a guest, else software emulation
+# (TCG): choose_accel.sh says why, and TIDAL_VM_ACCEL=kvm|tcg forces either.
+CHOICE=$("$HERE/choose_accel.sh" "/boot/vmlinuz-$KVER" "$WORK") || { echo "[vm] FAIL: no accelerator chosen"; exit 1; }
+case "$CHOICE" in
+  kvm) ACCEL=(-accel kvm) ;;
+  *) ACCEL=(-accel tcg,thread=multi) ;;
+esac
 start=$(date +%s)
 # idle=poll: an idle vCPU under TCG otherwise adds milliseconds to every wakeup.
 timeout "${VM_TIMEOUT:-900}" qemu-system-x86_64 -nographic -no-reboot -m 2048 -smp 2 \
