@@ -20,8 +20,10 @@ namespace tidal::coll {
 
 // Which buffer an offset refers to. Scratch is a per-communicator buffer of
 // Schedule::scratchBytes that holds partial results a rank forwards but does
-// not keep (chain Reduce, ring ReduceScatter).
-enum class Buffer : uint8_t { Send, Recv, Scratch };
+// not keep (chain Reduce, ring ReduceScatter). Address: `offset` is itself a
+// host address, for point-to-point groups whose every Send and Recv names a
+// buffer of its own (such schedules are built per call and never cached).
+enum class Buffer : uint8_t { Send, Recv, Scratch, Address };
 
 struct BufferRef {
   Buffer buffer;
@@ -39,8 +41,15 @@ inline char* resolveBuffer(const BufferRef& ref, const void* send, void* recv, c
       return static_cast<char*>(recv) + ref.offset;
     case Buffer::Scratch:
       return scratch + ref.offset;
+    case Buffer::Address:
+      return reinterpret_cast<char*>(static_cast<uintptr_t>(ref.offset));
   }
   return nullptr;
+}
+
+// A BufferRef to a host address (Buffer::Address).
+inline BufferRef addressOf(const void* p) {
+  return {Buffer::Address, static_cast<size_t>(reinterpret_cast<uintptr_t>(p))};
 }
 
 struct CopyOp {
@@ -75,6 +84,17 @@ struct RecvOp {
   // Index into Schedule::sends that must have completed before the data is
   // reduced into dst (the send reads what the reduction overwrites); -1: none.
   int64_t afterSend = -1;
+  // Sized messages (point-to-point, AllToAllv), where the two ranks' counts
+  // are not fixed by the collective and may disagree. The sender first sends
+  // the message's byte count as a uint64_t (a receive with `sizeLimit` set);
+  // the receiver refuses a count above sizeLimit, naming both counts, instead
+  // of truncating. Each later piece of the message names that receive in
+  // `sizedBy` and moves min(bytes, count - messageOffset) bytes, none when the
+  // sender's message is shorter than the receive.
+  static constexpr size_t kNoLimit = SIZE_MAX;
+  size_t sizeLimit = kNoLimit;
+  int64_t sizedBy = -1;
+  size_t messageOffset = 0;
 };
 
 struct Schedule {
@@ -144,5 +164,45 @@ std::vector<int> hierarchicalPeers(const Topology& topo);
 // (Reduce) the root (chain.cc).
 Schedule chainBroadcast(const CollectiveArgs& args);
 Schedule chainReduce(const CollectiveArgs& args);
+
+// Point-to-point and personalised exchanges (alltoall.cc, gather_scatter.cc,
+// p2p.cc).
+
+// AllToAll: block p of sendbuff (args.count elements) goes to rank p, block q
+// of recvbuff comes from rank q. Pairwise exchange with staggered partners:
+// step s sends to rank+s and receives from rank-s, so no rank is everybody's
+// first target. In place (sendbuff == recvbuff) the input is copied to
+// scratch first.
+Schedule pairwiseAllToAll(const CollectiveArgs& args);
+// AllToAllv: counts and displacements in elements, one per rank. Every
+// message carries its size (RecvOp::sizeLimit), so ranks whose counts
+// disagree fail naming both instead of corrupting.
+struct AllToAllvLayout {
+  std::vector<size_t> sendCounts, sendDispls, recvCounts, recvDispls;
+};
+// `sizes` holds the size messages' values and must outlive the run.
+Schedule pairwiseAllToAllv(const CollectiveArgs& args, const AllToAllvLayout& layout,
+                           std::vector<uint64_t>& sizes);
+// Gather / Scatter to or from args.root, args.count elements per rank: the
+// root exchanges with every rank directly (one message each, chunked).
+Schedule directGather(const CollectiveArgs& args);
+Schedule directScatter(const CollectiveArgs& args);
+
+// The point-to-point operations one rank posted in a group on one
+// communicator, in the order it posted them.
+struct P2pOp {
+  enum class Kind : uint8_t { Send, Recv };
+  Kind kind;
+  int peer;
+  void* buffer;  // host address
+  size_t bytes;
+};
+// One schedule for a whole group: each Send becomes a size message and its
+// payload in chunks, each Recv the matching sized receives; a rank's own
+// sends to itself are copied to its receives from itself in posting order.
+// `sizes` holds the size messages' values and must outlive the run.
+// Throws InvalidUsage when self-sends and self-receives do not pair up.
+Schedule p2pGroup(int rank, const std::vector<P2pOp>& ops, size_t chunkBytes,
+                  std::vector<uint64_t>& sizes);
 
 }  // namespace tidal::coll

@@ -252,7 +252,11 @@ void Benchmark::timeTest(tidalDataType_t type, tidalRedOp_t op, int root) {
     reporter_.rowStart(shownBytes, layout.paramCount, typeName(type),
                        coll_.hasOp() ? opName(op) : "none", coll_.hasRoot() ? root : -1);
     benchOne(type, op, root, layout, /*inPlace=*/false);
-    benchOne(type, op, root, layout, /*inPlace=*/true);
+    if (coll_.hasInPlace()) {
+      benchOne(type, op, root, layout, /*inPlace=*/true);
+    } else {
+      reporter_.rowNotRun();
+    }
     reporter_.rowEnd();
   }
 }
@@ -270,8 +274,10 @@ void Benchmark::benchOne(tidalDataType_t type, tidalRedOp_t op, int root, const 
 
   Stopwatch watch;
   for (int iter = 0; iter < opts_.iters; ++iter) {
-    // Tidal has no group calls yet; -m simply issues that many calls per iteration.
+    // -m: that many calls per iteration, in one group (as nccl-tests).
+    if (opts_.aggIters > 1) check(tidalGroupStart(), "tidalGroupStart");
     for (int agg = 0; agg < opts_.aggIters; ++agg) runOnce(timed);
+    if (opts_.aggIters > 1) check(tidalGroupEnd(), "tidalGroupEnd");
     if (opts_.blocking) {
       synchronize();
       barrier();

@@ -49,6 +49,8 @@ class Collective {
   // busbw = algbw * busFactor: the share of the data each link must carry, so
   // that busbw is comparable with the link speed whatever nranks is.
   virtual double busFactor(int nranks) const = 0;
+  // false: the in-place columns print N/A (point-to-point has no in-place form).
+  virtual bool hasInPlace() const { return true; }
 
   // `stream`: a cudaStream_t with -W cuda (send and recv are then device
   // addresses), NULL for host buffers.

@@ -59,6 +59,12 @@ void Reporter::rowResult(double us, double algBw, double busBw,
   std::fflush(stdout);
 }
 
+void Reporter::rowNotRun() const {
+  if (!enabled_) return;
+  fmt::print("  {:>8}  {:>6}  {:>6}  {:>5}", "N/A", "N/A", "N/A", "N/A");
+  std::fflush(stdout);
+}
+
 void Reporter::rowEnd() const {
   if (!enabled_) return;
   std::fputc('\n', stdout);

@@ -36,6 +36,9 @@ class Reporter {
   void rowResult(double microseconds, double algBw, double busBw,
                  std::optional<int64_t> wrong) const;
 
+  // A group that was not run (a collective with no in-place form): N/A throughout.
+  void rowNotRun() const;
+
   void rowEnd() const;
 
   // "# Out of bounds values : N OK|FAILED", "# Avg bus bandwidth    : X", "#".

@@ -152,6 +152,64 @@ TIDAL_API tidalResult_t tidalReduce(const void* sendbuff, void* recvbuff, size_t
                                     tidalDataType_t datatype, tidalRedOp_t op, int root,
                                     tidalComm_t comm, void* stream);
 TIDAL_API tidalResult_t tidalBarrier(tidalComm_t comm, void* stream);
+/* Legacy in-place broadcast: tidalBroadcast(buff, buff, ...). */
+TIDAL_API tidalResult_t tidalBcast(void* buff, size_t count, tidalDataType_t datatype, int root,
+                                   tidalComm_t comm, void* stream);
+
+/*
+ * Point-to-point, personalised exchanges, groups and split (NCCL 2.28/2.30
+ * names and arguments). Host buffers with stream NULL (device buffers are
+ * refused with tidalInvalidUsage for these calls for now; see docs/api.md).
+ */
+
+/* Block p of sendbuff (count elements) goes to rank p; block q of recvbuff
+ * comes from rank q. In place when sendbuff == recvbuff. */
+TIDAL_API tidalResult_t tidalAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                      tidalDataType_t datatype, tidalComm_t comm, void* stream);
+/* Uneven AllToAll (not in NCCL; what torch's all_to_all_single with split
+ * sizes needs): rank p receives sendcounts[p] elements from
+ * sendbuff + sdispls[p] elements into its recvbuff + rdispls[me]. Counts and
+ * displacements are in elements, one per rank. A rank whose recvcounts[q]
+ * is smaller than what rank q sends it fails naming both counts. */
+TIDAL_API tidalResult_t tidalAllToAllv(const void* sendbuff, const size_t* sendcounts,
+                                       const size_t* sdispls, void* recvbuff,
+                                       const size_t* recvcounts, const size_t* rdispls,
+                                       tidalDataType_t datatype, tidalComm_t comm, void* stream);
+/* Gather count elements from every rank into root's recvbuff (rank r's at
+ * recvbuff + r * count); in place at the root when
+ * sendbuff == recvbuff + root * count. recvbuff matters only at the root. */
+TIDAL_API tidalResult_t tidalGather(const void* sendbuff, void* recvbuff, size_t count,
+                                    tidalDataType_t datatype, int root, tidalComm_t comm,
+                                    void* stream);
+/* Scatter root's sendbuff + r * count (count elements) to rank r's recvbuff;
+ * in place at the root when recvbuff == sendbuff + root * count. */
+TIDAL_API tidalResult_t tidalScatter(const void* sendbuff, void* recvbuff, size_t count,
+                                     tidalDataType_t datatype, int root, tidalComm_t comm,
+                                     void* stream);
+
+/* Send count elements to peer / receive up to count elements from peer. The
+ * k-th Send from A to B matches B's k-th Recv from A. Outside a group each
+ * call blocks until done; inside tidalGroupStart/End they are only recorded
+ * and run together at the outermost tidalGroupEnd, so any pattern (every rank
+ * to every rank, a rank to itself) completes. A message longer than the
+ * receive's count is an error (tidalInvalidUsage naming both counts), never a
+ * truncation; a shorter one is received as it is. */
+TIDAL_API tidalResult_t tidalSend(const void* sendbuff, size_t count, tidalDataType_t datatype,
+                                  int peer, tidalComm_t comm, void* stream);
+TIDAL_API tidalResult_t tidalRecv(void* recvbuff, size_t count, tidalDataType_t datatype, int peer,
+                                  tidalComm_t comm, void* stream);
+
+/* Groups nest; they may span communicators. Errors of calls inside a group
+ * are returned by tidalGroupEnd too (and then nothing in the group runs). */
+TIDAL_API tidalResult_t tidalGroupStart(void);
+TIDAL_API tidalResult_t tidalGroupEnd(void);
+
+#define TIDAL_SPLIT_NOCOLOR (-1)
+/* Collective over comm: ranks with the same color >= 0 form *newcomm,
+ * ranked by (key, rank in comm); color TIDAL_SPLIT_NOCOLOR gives NULL.
+ * config may be NULL (the parent's settings). */
+TIDAL_API tidalResult_t tidalCommSplit(tidalComm_t comm, int color, int key, tidalComm_t* newcomm,
+                                       void* config);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <set>
 #include <thread>
+#include <type_traits>
 
 #include "comm/host_identity.h"
 #include "core/dtype.h"
@@ -93,94 +94,22 @@ void Communicator::connect(const UniqueId& id) {
              reduceKernelName());
 }
 
-// What every rank tells every other at init: where it is and how to reach it
-// over each transport it listens on. Fixed-size slots keep the exchange one
-// bounded allGather.
-struct Communicator::PeerRecord {
-  char hostId[kMaxHostIdBytes];
-  uint32_t transportCount;
-  struct Slot {
-    uint16_t length;
-    uint8_t bytes[kMaxConnectHandleBytes];
-  } handles[kMaxTransports];
-};
-
-std::string Communicator::chooseTransport(int peer, const std::vector<PeerRecord>& records) const {
-  if (!forcedNet_.empty()) return forcedNet_;
-  const bool sameHost =
-      std::strncmp(records[static_cast<size_t>(rank_)].hostId,
-                   records[static_cast<size_t>(peer)].hostId, kMaxHostIdBytes) == 0;
-  if (sameHost && !shmDisabled_ && transports_.count("shm")) return "shm";
-  // A transport whose listen() returned an empty handle is not offered by
-  // that rank (ib without an active RDMA port): both ends must offer it.
-  const auto offers = [&](int r, const std::string& name) {
-    const auto it = std::find(transportOrder_.begin(), transportOrder_.end(), name);
-    if (it == transportOrder_.end()) return false;
-    const auto index = static_cast<size_t>(it - transportOrder_.begin());
-    return records[static_cast<size_t>(r)].handles[index].length > 0;
-  };
-  if (offers(rank_, "ib") && offers(peer, "ib")) return "ib";
-  return "tcp";
-}
-
 void Communicator::connectPeers() {
-  forcedNet_ = params::getString("TIDAL_NET");
-  shmDisabled_ = params::getBool("TIDAL_SHM_DISABLE");
-  const std::vector<std::string> names =
-      forcedNet_.empty() ? availableTransports() : std::vector<std::string>{forcedNet_};
-  if (names.size() > kMaxTransports) {
-    fail(tidalInternalError, "rank {}: {} transports exceed the {} bootstrap slots", rank_,
-         names.size(), kMaxTransports);
-  }
-  PeerRecord mine{};
-  const std::string host = localHostIdentity();
-  std::memcpy(mine.hostId, host.data(), host.size());
-  mine.transportCount = static_cast<uint32_t>(names.size());
-  for (size_t i = 0; i < names.size(); ++i) {
-    auto t = createTransport(names[i], {rank_, nranks_, bootstrap_->secret()});
-    const ConnectHandle h = t->listen();
-    if (h.size() > kMaxConnectHandleBytes) {
-      fail(tidalInternalError, "rank {}: {} handle of {} bytes is too large", rank_, names[i],
-           h.size());
-    }
-    mine.handles[i].length = static_cast<uint16_t>(h.size());
-    std::memcpy(mine.handles[i].bytes, h.data(), h.size());
-    transportOrder_.push_back(names[i]);
-    transports_[names[i]] = std::move(t);
-  }
-  std::vector<PeerRecord> records(static_cast<size_t>(nranks_));
-  bootstrap_->allGather(&mine, records.data(), sizeof(PeerRecord));
-  for (int r = 0; r < nranks_; ++r) {
-    const PeerRecord& rec = records[static_cast<size_t>(r)];
-    if (rec.transportCount != mine.transportCount) {
-      fail(tidalInvalidUsage,
-           "rank {}: rank {} offers {} transports and this rank {}: set TIDAL_NET the same on "
-           "every rank",
-           rank_, r, rec.transportCount, mine.transportCount);
-    }
-  }
-  auto handleOf = [&](int peer, const std::string& name) {
-    const size_t index = static_cast<size_t>(
-        std::find(transportOrder_.begin(), transportOrder_.end(), name) - transportOrder_.begin());
-    const auto& slot = records[static_cast<size_t>(peer)].handles[index];
-    if (slot.length > kMaxConnectHandleBytes) {
-      fail(tidalRemoteError, "rank {}: rank {} sent a malformed {} handle", rank_, peer, name);
-    }
-    return ConnectHandle(slot.bytes, slot.bytes + slot.length);
-  };
+  links_ = std::make_unique<Links>(rank_, nranks_, *bootstrap_, *engine_);
+  links_->exchange();
+  const std::vector<std::string>& hostOfRank = links_->hostOfRank();
 
   // Ring and chains talk to the neighbours; recursive doubling to the
-  // partners at distance 1, 2, 4, ... Connect sends to all of them first
-  // (a connect completes in the peer's listen backlog), then accept.
+  // partners at distance 1, 2, 4, ...; hierarchical collectives to the peers
+  // of both levels. Those connections are opened now (and their staging
+  // pre-faulted), so that no collective pays for a connection set-up and the
+  // device path can stage over them; any other peer is connected on first use.
   const int right = (rank_ + 1) % nranks_, left = (rank_ + nranks_ - 1) % nranks_;
   std::set<int> sendPeers{right}, recvPeers{left};
   for (int p : coll::recursiveDoublingPeers(rank_, nranks_)) {
     sendPeers.insert(p);
     recvPeers.insert(p);
   }
-  std::vector<std::string> hostOfRank;
-  for (const auto& rec : records)
-    hostOfRank.emplace_back(rec.hostId, strnlen(rec.hostId, kMaxHostIdBytes));
   topology_ = coll::Topology::fromHostKeys(hostOfRank, rank_);
   chooseSpinMode(static_cast<int>(
       std::count(hostOfRank.begin(), hostOfRank.end(), hostOfRank[static_cast<size_t>(rank_)])));
@@ -193,21 +122,7 @@ void Communicator::connectPeers() {
   TIDAL_INFO(Init, "rank {}: {} host(s){}", rank_,
              topology_.hosts.empty() ? 0 : topology_.hosts.size(),
              topology_.hierarchical() ? ", hierarchical collectives available" : "");
-  const Deadline deadline = deadlineFromNow();
-  for (int peer : sendPeers) {
-    const std::string name = chooseTransport(peer, records);
-    auto& c = sendTo_[peer];
-    c = transports_.at(name)->connectSend(peer, handleOf(peer, name), deadline);
-    engine_->addSendConnection(peer, c.get());
-    TIDAL_INFO(Init, "rank {} -> {}: {}", rank_, peer, c->describe());
-  }
-  for (int peer : recvPeers) {
-    const std::string name = chooseTransport(peer, records);
-    auto& c = recvFrom_[peer];
-    c = transports_.at(name)->acceptRecv(peer, deadline);
-    engine_->addRecvConnection(peer, c.get());
-    TIDAL_INFO(Init, "rank {} <- {}: {}", rank_, peer, c->describe());
-  }
+  links_->connect(sendPeers, recvPeers);
 }
 
 void Communicator::connectDevices() {
@@ -229,8 +144,9 @@ void Communicator::connectDevices() {
   config.nranks = nranks_;
   config.bootstrap = bootstrap_.get();
   config.hostId = localHostIdentity();
-  config.hostSend = &sendTo_;
-  config.hostRecv = &recvFrom_;
+  static const std::map<int, std::unique_ptr<Connection>> kNoConnections;
+  config.hostSend = links_ ? &links_->sendConnections() : &kNoConnections;
+  config.hostRecv = links_ ? &links_->recvConnections() : &kNoConnections;
   config.options = engine_->options();
   config.ipcAllowed =
       params::getString("TIDAL_NET").empty() && !params::getBool("TIDAL_CUDA_IPC_DISABLE");
@@ -278,14 +194,15 @@ void Communicator::breakWith(const Error& error) {
   }
   // Closing our sockets makes the neighbours fail now rather than at their
   // timeout, and they in turn close theirs: the error spreads around the ring.
-  for (auto& [peer, c] : sendTo_) c->abort();
-  for (auto& [peer, c] : recvFrom_) c->abort();
+  if (links_) links_->abortConnections();
   if (device_) device_->abortConnections();
 }
 
 template <typename Build>
 void Communicator::execute(const char* what, const ScheduleCache::Key& key, const void* sendbuff,
                            void* recvbuff, const CallMemory& memory, Build&& build) {
+  // Schedules that name host addresses (Buffer::Address) are built per call.
+  constexpr bool kCached = std::is_invocable_v<Build>;
   std::unique_lock lock(opMutex_, std::try_to_lock);
   if (!lock.owns_lock()) {
     fail(tidalInvalidUsage,
@@ -305,13 +222,25 @@ void Communicator::execute(const char* what, const ScheduleCache::Key& key, cons
     }
     // Enqueued: the progress thread runs it (device_path.h); its failures
     // break the communicator from there.
-    device_->submit(memory.stream, what, schedules_.get(key, build), sendbuff, recvbuff);
-    return;
+    if constexpr (kCached) {
+      device_->submit(memory.stream, what, schedules_.get(key, build), sendbuff, recvbuff);
+      return;
+    }
+    fail(tidalInternalError, "rank {}: {} has no device-buffer schedule", rank_, what);
   }
+  // Built before the run: a schedule that cannot be built (self-sends that
+  // do not pair up) is a usage error that leaves the communicator healthy.
+  // build(messageSizes_) fills the size messages it names.
+  coll::Schedule perCall;
+  if constexpr (!kCached) perCall = build(messageSizes_);
   try {
     // Host buffers come after every stream-ordered call issued before them.
     if (device_ && !device_->idle()) device_->waitIdle(what);
-    engine_->run(schedules_.get(key, build), sendbuff, recvbuff, what);
+    if constexpr (kCached) {
+      engine_->run(schedules_.get(key, build), sendbuff, recvbuff, what);
+    } else {
+      engine_->run(perCall, sendbuff, recvbuff, what);
+    }
   } catch (const Error& e) {
     breakWith(e);
     throw;
@@ -329,7 +258,10 @@ enum Collective : int {
   kReduceScatterHierarchical,
   kBroadcast,
   kReduce,
-  kBarrier
+  kBarrier,
+  kAllToAll,
+  kGather,
+  kScatter
 };
 
 void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
@@ -409,15 +341,76 @@ void Communicator::barrier(const CallMemory& memory) {
   const auto a = args(barrierBuffer_.size(), tidalUint8, tidalMax, 0, true);
   void* bytes = barrierBuffer_.data();
   if (memory.kind == MemoryKind::Cuda && device_) bytes = device_->barrierBuffer();
-  execute("Barrier", {kBarrier, a.count, a.type, a.op, 0, true}, bytes, bytes, memory,
-          [&] { return coll::recursiveDoublingAllReduce(a); });
+  // Recursive doubling sends the whole buffer in one staging slot: with more
+  // ranks than a chunk has bytes, the ring keeps each transfer within a slot.
+  const bool fits = a.count <= engine_->options().chunkBytes;
+  execute("Barrier", {kBarrier, a.count, a.type, a.op, fits ? 0 : 1, true}, bytes, bytes, memory,
+          [&] { return fits ? coll::recursiveDoublingAllReduce(a) : coll::ringAllReduce(a); });
+}
+
+void Communicator::requireHost(const char* what, const CallMemory& memory) const {
+  if (memory.kind == MemoryKind::Cuda) {
+    fail(tidalInvalidUsage,
+         "rank {}: {} on CUDA device buffers is not supported yet; pass host buffers "
+         "(docs/api.md)",
+         rank_, what);
+  }
+}
+
+void Communicator::allToAll(const void* sendbuff, void* recvbuff, size_t count,
+                            tidalDataType_t type, const CallMemory& memory) {
+  requireHost("AllToAll", memory);
+  const auto a = args(count, type, tidalSum, 0, sendbuff == recvbuff);
+  execute("AllToAll", {kAllToAll, count, type, tidalSum, 0, a.inPlace}, sendbuff, recvbuff, memory,
+          [&] { return coll::pairwiseAllToAll(a); });
+}
+
+void Communicator::allToAllv(const void* sendbuff, void* recvbuff,
+                             const coll::AllToAllvLayout& layout, tidalDataType_t type,
+                             const CallMemory& memory) {
+  requireHost("AllToAllv", memory);
+  const auto a = args(0, type, tidalSum, 0, false);
+  execute("AllToAllv", {}, sendbuff, recvbuff, memory,
+          [&](std::vector<uint64_t>& sizes) { return coll::pairwiseAllToAllv(a, layout, sizes); });
+}
+
+void Communicator::gather(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type,
+                          int root, const CallMemory& memory) {
+  requireHost("Gather", memory);
+  const size_t block = count * typeSize(type);
+  const bool inPlace = rank_ == root && sendbuff == static_cast<const char*>(recvbuff) +
+                                                        block * static_cast<size_t>(root);
+  const auto a = args(count, type, tidalSum, root, inPlace);
+  execute("Gather", {kGather, count, type, tidalSum, root, inPlace}, sendbuff, recvbuff, memory,
+          [&] { return coll::directGather(a); });
+}
+
+void Communicator::scatter(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type,
+                           int root, const CallMemory& memory) {
+  requireHost("Scatter", memory);
+  const size_t block = count * typeSize(type);
+  const bool inPlace = rank_ == root && recvbuff == static_cast<const char*>(sendbuff) +
+                                                        block * static_cast<size_t>(root);
+  const auto a = args(count, type, tidalSum, root, inPlace);
+  execute("Scatter", {kScatter, count, type, tidalSum, root, inPlace}, sendbuff, recvbuff, memory,
+          [&] { return coll::directScatter(a); });
+}
+
+void Communicator::pointToPoint(const std::vector<coll::P2pOp>& ops, const CallMemory& memory) {
+  requireHost("Send/Recv", memory);
+  if (ops.empty()) return;
+  const char* what = ops.size() == 1 ? (ops[0].kind == coll::P2pOp::Kind::Send ? "Send" : "Recv")
+                                     : "Send/Recv group";
+  const size_t chunk = engine_->options().chunkBytes;
+  execute(what, {}, nullptr, nullptr, memory,
+          [&](std::vector<uint64_t>& sizes) { return coll::p2pGroup(rank_, ops, chunk, sizes); });
 }
 
 void Communicator::abort() {
   engine_->abort();
   if (device_) device_->abort();
   if (bootstrap_) bootstrap_->abort();
-  for (auto& [name, t] : transports_) t->abort();
+  if (links_) links_->abortTransports();
   breakWith(Error(tidalRemoteError, fmt::format("rank {}: communicator aborted", rank_)));
 }
 

@@ -1,10 +1,11 @@
 // A communicator: one rank's membership in a group, its connections, its
 // engine, and its health.
 //
-// Lifecycle: create() rendezvous through the bootstrap, opens the transport
-// connections the algorithms need (for ring and chain: a send connection to
-// rank+1 and a receive connection from rank-1), and pre-faults the staging
-// buffers (recursive doubling adds the partners at distance 1, 2, 4, ...). A collective that fails
+// Lifecycle: create() rendezvous through the bootstrap, exchanges every
+// rank's transport handles (links.h) and opens, eagerly, the connections
+// every collective uses (ring and chain neighbours, recursive doubling
+// partners, hierarchical peers); any other peer (AllToAll, Gather, Send/Recv)
+// is connected the first time a schedule names it. A collective that fails
 // marks the communicator broken (its asyncError), and aborts every connection so that neighbours
 // fail fast instead of waiting out their timeout; later calls return the same error.
 #pragma once
@@ -21,6 +22,7 @@
 #include "collectives/schedule.h"
 #include "comm/call_memory.h"
 #include "comm/device_path.h"
+#include "comm/links.h"
 #include "comm/schedule_cache.h"
 #include "core/error.h"
 #include "engine/engine.h"
@@ -53,6 +55,24 @@ class Communicator {
   void reduce(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type,
               tidalRedOp_t op, int root, const CallMemory& memory = {});
   void barrier(const CallMemory& memory = {});
+  // Personalised exchanges, on host buffers (counts per rank, in elements).
+  void allToAll(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type,
+                const CallMemory& memory = {});
+  void allToAllv(const void* sendbuff, void* recvbuff, const coll::AllToAllvLayout& layout,
+                 tidalDataType_t type, const CallMemory& memory = {});
+  void gather(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type, int root,
+              const CallMemory& memory = {});
+  void scatter(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type, int root,
+               const CallMemory& memory = {});
+  // Refuses device buffers for calls that run on the host path only.
+  void requireHost(const char* what, const CallMemory& memory) const;
+  // A group's point-to-point operations on this communicator, all at once.
+  void pointToPoint(const std::vector<coll::P2pOp>& ops, const CallMemory& memory = {});
+
+  // tidalCommSplit (collective over this communicator): ranks of the same
+  // color >= 0 form a new communicator, ordered by (key, rank here); a
+  // negative color takes part and gets null.
+  std::unique_ptr<Communicator> split(int color, int key);
 
   // The CUDA device this communicator was created on (-1: none), and why
   // device buffers cannot be used (empty when they can).
@@ -107,19 +127,9 @@ class Communicator {
   int rank_;
   int nranks_;
   std::unique_ptr<Bootstrap> bootstrap_;
-  // Every transport this rank listens on, by name; each peer uses one of
-  // them, chosen by chooseTransport (same host: shm, else ib where both ranks offer it,
-  // else tcp; TIDAL_NET forces).
-  static constexpr size_t kMaxTransports = 4;
-  struct PeerRecord;
+  // Transports and connections to every peer (links.h).
   void connectPeers();
-  std::string chooseTransport(int peer, const std::vector<PeerRecord>& records) const;
-  std::map<std::string, std::unique_ptr<Transport>> transports_;
-  std::vector<std::string> transportOrder_;
-  std::string forcedNet_;
-  bool shmDisabled_ = false;
-  std::map<int, std::unique_ptr<Connection>> sendTo_;
-  std::map<int, std::unique_ptr<Connection>> recvFrom_;
+  std::unique_ptr<Links> links_;
   size_t rdMaxBytes_ = 0;
   std::string algo_ = "auto";
   std::string allGatherAlgo_ = "auto";
@@ -131,6 +141,7 @@ class Communicator {
   std::unique_ptr<Engine> engine_;
   ScheduleCache schedules_;  // used only under opMutex_
   std::vector<uint8_t> barrierBuffer_;
+  std::vector<uint64_t> messageSizes_;  // size messages of the sized schedule running now
 
   std::mutex opMutex_;
   std::atomic<int> callsInFlight_{0};

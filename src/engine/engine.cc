@@ -37,6 +37,18 @@ Connection& Engine::recvConnection(int peer, const char* what) const {
   return *it->second;
 }
 
+Connection& Engine::openSendConnection(int peer, const char* what) {
+  if (auto it = sendTo_.find(peer); it != sendTo_.end()) return *it->second;
+  if (!opener_) return sendConnection(peer, what);  // reports the missing connection
+  return opener_->openSend(peer, what);
+}
+
+Connection& Engine::openRecvConnection(int peer, const char* what) {
+  if (auto it = recvFrom_.find(peer); it != recvFrom_.end()) return *it->second;
+  if (!opener_) return recvConnection(peer, what);
+  return opener_->openRecv(peer, what);
+}
+
 namespace {
 // How long a busy-polling wait spins on memory before it starts yielding: a
 // peer with a core of its own answers a shared-memory hop in about a
@@ -59,6 +71,7 @@ class Engine::Run {
     st_.recvSeq.assign(s.recvs.size(), 0);
     st_.recvSlot.assign(s.recvs.size(), -1);
     st_.recvDone.assign(s.recvs.size(), 0);
+    st_.recvSkipped.assign(s.recvs.size(), 0);
     st_.reducers.resize(std::max(st_.reducers.size(), s.recvs.size()));
     // Every connection the schedule touches, once each (a handful: a linear
     // scan beats a set, and allocates nothing once the vector has grown).
@@ -67,8 +80,10 @@ class Engine::Run {
       if (std::find(st_.connections.begin(), st_.connections.end(), c) == st_.connections.end())
         st_.connections.push_back(c);
     };
-    for (const auto& op : s.sends) note(&e_.sendConnection(op.peer, what));
-    for (const auto& op : s.recvs) note(&e_.recvConnection(op.peer, what));
+    // Sends first: opening a send connection never waits for the peer, so
+    // ranks that open links to each other in this run cannot deadlock.
+    for (const auto& op : s.sends) note(&e_.openSendConnection(op.peer, what));
+    for (const auto& op : s.recvs) note(&e_.openRecvConnection(op.peer, what));
     freeSlots_ = e_.options_.stagingSlots;
   }
 
@@ -118,6 +133,19 @@ class Engine::Run {
     while (nextRecvPost_ < s_.recvs.size()) {
       const auto& op = s_.recvs[nextRecvPost_];
       Connection& c = e_.recvConnection(op.peer, what_);
+      size_t bytes = op.bytes;
+      if (op.sizedBy >= 0) {
+        // A piece of a sized message: its length is known once the size arrived.
+        if (!st_.recvDone[static_cast<size_t>(op.sizedBy)]) return;
+        const uint64_t total = messageSize(static_cast<size_t>(op.sizedBy));
+        bytes =
+            total > op.messageOffset ? std::min<uint64_t>(op.bytes, total - op.messageOffset) : 0;
+        if (bytes == 0) {  // the sender's message is shorter: nothing comes for this piece
+          st_.recvSkipped[nextRecvPost_] = 1;
+          ++nextRecvPost_;
+          continue;
+        }
+      }
       void* target;
       if (op.reduce && reducesOnArrival(op, c)) {
         auto& reducer = st_.reducers[nextRecvPost_];
@@ -138,16 +166,37 @@ class Engine::Run {
         target = resolve(op.dst);
       }
       st_.recvSeq[nextRecvPost_] = c.posted();
-      c.post(target, op.bytes);
+      c.post(target, bytes);
       ++nextRecvPost_;
     }
+  }
+
+  uint64_t messageSize(size_t sizeRecv) const {
+    uint64_t total;
+    std::memcpy(&total, resolve(s_.recvs[sizeRecv].dst), sizeof total);
+    return total;
+  }
+
+  // A size message announced more bytes than the receive has room for.
+  void checkMessageSize(size_t i) const {
+    const auto& op = s_.recvs[i];
+    const uint64_t total = messageSize(i);
+    if (total <= op.sizeLimit) return;
+    fail(tidalInvalidUsage,
+         "rank {}: {}: a receive of {} bytes from rank {} matched a send of {} bytes from rank {}; "
+         "it would be truncated (the receive's count is too small, or the two ranks posted their "
+         "operations to each other in different orders)",
+         e_.rank_, what_, op.sizeLimit, op.peer, total, op.peer);
   }
 
   bool completeRecvs() {
     bool any = false;
     while (recvsDone_ < nextRecvPost_) {
       const auto& op = s_.recvs[recvsDone_];
-      if (e_.recvConnection(op.peer, what_).completed() <= st_.recvSeq[recvsDone_]) break;
+      if (!st_.recvSkipped[recvsDone_] &&
+          e_.recvConnection(op.peer, what_).completed() <= st_.recvSeq[recvsDone_])
+        break;
+      if (op.sizeLimit != coll::RecvOp::kNoLimit) checkMessageSize(recvsDone_);
       if (op.afterSend >= 0 && !sendComplete(static_cast<size_t>(op.afterSend))) break;
       // Only receives that reduce and were not reduced on arrival hold a slot.
       if (const int slot = st_.recvSlot[recvsDone_]; slot >= 0) {

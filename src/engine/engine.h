@@ -42,6 +42,16 @@
 
 namespace tidal {
 
+// Opens the connection a schedule names when the engine has none to that
+// peer yet (src/comm/links.h). The engine asks for every send connection of
+// a schedule before any receive connection.
+class LinkOpener {
+ public:
+  virtual ~LinkOpener() = default;
+  virtual Connection& openSend(int peer, const char* what) = 0;
+  virtual Connection& openRecv(int peer, const char* what) = 0;
+};
+
 struct EngineOptions {
   size_t chunkBytes;
   int stagingSlots;
@@ -58,6 +68,9 @@ class Engine {
   // Connections the schedules may use; the engine does not own them.
   void addSendConnection(int peer, Connection* connection) { sendTo_[peer] = connection; }
   void addRecvConnection(int peer, Connection* connection) { recvFrom_[peer] = connection; }
+  // Where connections to peers not added above come from; none: such a
+  // schedule is an internal error.
+  void setLinkOpener(LinkOpener* opener) { opener_ = opener; }
 
   const EngineOptions& options() const { return options_; }
   void setBusyPoll(bool busyPoll) { options_.busyPoll = busyPoll; }
@@ -72,11 +85,15 @@ class Engine {
   class Run;
   Connection& sendConnection(int peer, const char* what) const;
   Connection& recvConnection(int peer, const char* what) const;
+  // As above, opening the connection through the LinkOpener when missing.
+  Connection& openSendConnection(int peer, const char* what);
+  Connection& openRecvConnection(int peer, const char* what);
 
   int rank_;
   EngineOptions options_;
   std::map<int, Connection*> sendTo_;
   std::map<int, Connection*> recvFrom_;
+  LinkOpener* opener_ = nullptr;
   HostBuffer staging_;
   HostBuffer scratch_;
   // Bookkeeping of the current run, kept between runs so a run does not allocate.
@@ -99,6 +116,7 @@ class Engine {
     std::vector<uint64_t> sendSeq, recvSeq;
     std::vector<int> recvSlot;  // staging slot, -1: none (stored, or reduced on arrival)
     std::vector<char> recvDone;
+    std::vector<char> recvSkipped;      // pieces of a sized message beyond its length
     std::vector<StepReducer> reducers;  // per receive reduced on arrival
     std::vector<pollfd> pollFds;
   };

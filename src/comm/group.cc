@@ -1,0 +1,114 @@
+#include "comm/group.h"
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/error.h"
+
+namespace tidal::group {
+
+namespace {
+
+struct CommWork {
+  Communicator* comm;
+  std::vector<std::function<void()>> collectives;
+  std::vector<coll::P2pOp> p2p;
+};
+
+struct State {
+  int depth = 0;
+  std::vector<CommWork> work;  // in the order the communicators first appear
+  tidalResult_t failure = tidalSuccess;
+  std::string failureText;
+};
+
+thread_local State state;
+
+CommWork& workOf(Communicator& comm) {
+  for (auto& w : state.work)
+    if (w.comm == &comm) return w;
+  state.work.push_back({&comm, {}, {}});
+  return state.work.back();
+}
+
+// Runs one communicator's share; its failure is also that communicator's last error.
+void runShare(CommWork& w) {
+  try {
+    for (auto& collective : w.collectives) collective();
+    w.comm->pointToPoint(w.p2p);
+  } catch (const Error& e) {
+    w.comm->setLastError(e.what());
+    throw;
+  }
+}
+
+}  // namespace
+
+bool active() { return state.depth > 0; }
+
+void start() { ++state.depth; }
+
+void runOrQueue(Communicator& comm, std::function<void()> work) {
+  if (!active()) {
+    work();
+    return;
+  }
+  workOf(comm).collectives.push_back(std::move(work));
+}
+
+void pointToPoint(Communicator& comm, const coll::P2pOp& op) {
+  if (!active()) {
+    comm.pointToPoint({op});
+    return;
+  }
+  workOf(comm).p2p.push_back(op);
+}
+
+void noteFailure(tidalResult_t code, const std::string& text) {
+  if (state.failure != tidalSuccess) return;
+  state.failure = code;
+  state.failureText = text;
+}
+
+void end() {
+  if (state.depth == 0) {
+    fail(tidalInvalidUsage,
+         "tidalGroupEnd: no group is open on this thread (tidalGroupStart "
+         "was not called, or its group has already ended)");
+  }
+  if (--state.depth > 0) return;
+  // Taken out of the thread's state first: the calls below may start groups of their own.
+  std::vector<CommWork> work = std::move(state.work);
+  const tidalResult_t failure = state.failure;
+  const std::string failureText = std::move(state.failureText);
+  state = State{};
+  if (failure != tidalSuccess) {
+    fail(failure, "tidalGroupEnd: nothing in the group ran, because a call in it failed: {}",
+         failureText);
+  }
+  if (work.size() == 1) {
+    runShare(work[0]);
+    return;
+  }
+  std::vector<std::unique_ptr<Error>> errors(work.size());
+  std::vector<std::thread> threads;
+  threads.reserve(work.size());
+  for (size_t i = 0; i < work.size(); ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        runShare(work[i]);
+      } catch (const Error& e) {
+        errors[i] = std::make_unique<Error>(e);
+      } catch (const std::exception& e) {
+        errors[i] = std::make_unique<Error>(tidalInternalError, e.what());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) throw *e;
+}
+
+}  // namespace tidal::group
