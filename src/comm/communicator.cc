@@ -62,23 +62,7 @@ void Communicator::connect(const UniqueId& id) {
     log::logger().warn("Tidal version {}.{}.{}", TIDAL_MAJOR, TIDAL_MINOR, TIDAL_PATCH);
   }
   engine_ = std::make_unique<Engine>(rank_, engineOptionsFromParams(rank_));
-  const int64_t rd = params::getInt("TIDAL_ALLREDUCE_RD_BYTES");
-  if (rd < 0)
-    fail(tidalInvalidArgument, "rank {}: TIDAL_ALLREDUCE_RD_BYTES={} is negative", rank_, rd);
-  rdMaxBytes_ = static_cast<size_t>(rd);
-  algo_ = params::getString("TIDAL_ALLREDUCE_ALGO");
-  if (algo_ != "auto" && algo_ != "ring" && algo_ != "rd" && algo_ != "hier") {
-    fail(tidalInvalidArgument,
-         "rank {}: TIDAL_ALLREDUCE_ALGO='{}' is not one of auto, ring, rd, hier", rank_, algo_);
-  }
-  for (auto [name, value] : {std::pair{"TIDAL_ALLGATHER_ALGO", &allGatherAlgo_},
-                             std::pair{"TIDAL_REDUCESCATTER_ALGO", &reduceScatterAlgo_}}) {
-    *value = params::getString(name);
-    if (*value != "auto" && *value != "ring" && *value != "hier") {
-      fail(tidalInvalidArgument, "rank {}: {}='{}' is not one of auto, ring, hier", rank_, name,
-           *value);
-    }
-  }
+  algorithms_ = AlgorithmChoice::fromParams(rank_);
   busyPollMode_ = params::getString("TIDAL_BUSY_POLL");
   if (busyPollMode_ != "auto" && busyPollMode_ != "0" && busyPollMode_ != "1") {
     fail(tidalInvalidArgument, "rank {}: TIDAL_BUSY_POLL='{}' is not one of auto, 0, 1", rank_,
@@ -166,19 +150,6 @@ void Communicator::chooseSpinMode(int ranksOnThisHost) {
   engine_->setBusyPoll(busy);
   TIDAL_INFO(Init, "rank {}: {} rank(s) on this host, {} CPU(s): waits {}", rank_, ranksOnThisHost,
              cpus, busy ? "busy-poll, then sleep" : "yield, then sleep");
-}
-
-Communicator::AllReduceAlgo Communicator::chooseAllReduce(size_t bytes) const {
-  // Recursive doubling sends the whole message in one staging slot, so it
-  // must fit in a chunk.
-  const bool rdFits = bytes <= engine_->options().chunkBytes;
-  if (algo_ == "rd" && rdFits) return AllReduceAlgo::RecursiveDoubling;
-  if (algo_ == "ring") return AllReduceAlgo::Ring;
-  if (algo_ == "hier") {
-    return topology_.hierarchical() ? AllReduceAlgo::Hierarchical : AllReduceAlgo::Ring;
-  }
-  if (bytes <= rdMaxBytes_ && rdFits) return AllReduceAlgo::RecursiveDoubling;
-  return topology_.hierarchical() ? AllReduceAlgo::Hierarchical : AllReduceAlgo::Ring;
 }
 
 coll::CollectiveArgs Communicator::args(size_t count, tidalDataType_t type, tidalRedOp_t op,
@@ -270,25 +241,20 @@ void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
   const auto key = [&](int collective) {
     return ScheduleCache::Key{collective, count, type, op, 0, a.inPlace};
   };
-  switch (chooseAllReduce(count * typeSize(type))) {
-    case AllReduceAlgo::RecursiveDoubling:
+  switch (algorithms_.allReduce(count * typeSize(type), engine_->options().chunkBytes, topology_)) {
+    case AlgorithmChoice::AllReduce::RecursiveDoubling:
       execute("AllReduce", key(kAllReduceRecursiveDoubling), sendbuff, recvbuff, memory,
               [&] { return coll::recursiveDoublingAllReduce(a); });
       break;
-    case AllReduceAlgo::Hierarchical:
+    case AlgorithmChoice::AllReduce::Hierarchical:
       execute("AllReduce", key(kAllReduceHierarchical), sendbuff, recvbuff, memory,
               [&] { return coll::hierarchicalAllReduce(a, topology_); });
       break;
-    case AllReduceAlgo::Ring:
+    case AlgorithmChoice::AllReduce::Ring:
       execute("AllReduce", key(kAllReduceRing), sendbuff, recvbuff, memory,
               [&] { return coll::ringAllReduce(a); });
       break;
   }
-}
-
-bool Communicator::useHierarchical(const std::string& algo) const {
-  // "hier" on a single host (or uneven hosts) falls back to the ring, as for AllReduce.
-  return algo != "ring" && topology_.hierarchical();
 }
 
 void Communicator::allGather(const void* sendbuff, void* recvbuff, size_t sendcount,
@@ -296,7 +262,7 @@ void Communicator::allGather(const void* sendbuff, void* recvbuff, size_t sendco
   const char* mySlot =
       static_cast<const char*>(recvbuff) + static_cast<size_t>(rank_) * sendcount * typeSize(type);
   const auto a = args(sendcount, type, tidalSum, 0, sendbuff == mySlot);
-  if (useHierarchical(allGatherAlgo_)) {
+  if (algorithms_.hierarchicalAllGather(topology_)) {
     execute("AllGather", {kAllGatherHierarchical, sendcount, type, tidalSum, 0, a.inPlace},
             sendbuff, recvbuff, memory, [&] { return coll::hierarchicalAllGather(a, topology_); });
     return;
@@ -310,7 +276,7 @@ void Communicator::reduceScatter(const void* sendbuff, void* recvbuff, size_t re
   const char* mySlot =
       static_cast<const char*>(sendbuff) + static_cast<size_t>(rank_) * recvcount * typeSize(type);
   const auto a = args(recvcount, type, op, 0, recvbuff == mySlot);
-  if (useHierarchical(reduceScatterAlgo_)) {
+  if (algorithms_.hierarchicalReduceScatter(topology_)) {
     execute("ReduceScatter", {kReduceScatterHierarchical, recvcount, type, op, 0, a.inPlace},
             sendbuff, recvbuff, memory,
             [&] { return coll::hierarchicalReduceScatter(a, topology_); });

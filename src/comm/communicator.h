@@ -20,6 +20,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/schedule.h"
+#include "comm/algorithm_choice.h"
 #include "comm/call_memory.h"
 #include "comm/device_path.h"
 #include "comm/links.h"
@@ -119,8 +120,6 @@ class Communicator {
   coll::CollectiveArgs args(size_t count, tidalDataType_t type, tidalRedOp_t op, int root,
                             bool inPlace) const;
   void breakWith(const Error& error);
-  enum class AllReduceAlgo { Ring, RecursiveDoubling, Hierarchical };
-  AllReduceAlgo chooseAllReduce(size_t bytes) const;
   // Busy-poll when this host's ranks fit its CPUs, else yield (TIDAL_BUSY_POLL).
   void chooseSpinMode(int ranksOnThisHost);
 
@@ -130,12 +129,7 @@ class Communicator {
   // Transports and connections to every peer (links.h).
   void connectPeers();
   std::unique_ptr<Links> links_;
-  size_t rdMaxBytes_ = 0;
-  std::string algo_ = "auto";
-  std::string allGatherAlgo_ = "auto";
-  std::string reduceScatterAlgo_ = "auto";
-  // AllGather / ReduceScatter: hierarchical unless `algo` is "ring" or ranks do not span hosts.
-  bool useHierarchical(const std::string& algo) const;
+  AlgorithmChoice algorithms_;
   std::string busyPollMode_ = "auto";
   coll::Topology topology_;
   std::unique_ptr<Engine> engine_;

@@ -60,6 +60,11 @@ step suite-np2-4qps "$PATHLINE|passed" \
   $B/tidalrun -np 2 $B/collective_worker --big-count 262147
 expect_line suite-np2-4qps-striped ' -> 1: ib rxe0:1 .*4 QPs'
 
+# Send/Recv, groups, AlltoAll(v), Gather/Scatter and split over ib: links
+# opened on first use (np3: every pair, not only ring neighbours).
+step p2p-np3 "$PATHLINE|passed" env $INFO $B/tidalrun -np 3 $B/p2p_worker
+expect_line p2p-np3-path-line "rank 0 -> 2: ib rxe0:1 RoCEv2"
+
 step faults 'PASSED|OK \]|expected' $B/ib_fault_test
 expect_line faults-bad-gid-text 'TIDAL_IB_GID_INDEX=[0-9]+ is not a usable GID on rxe0 port 1'
 

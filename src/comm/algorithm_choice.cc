@@ -1,0 +1,48 @@
+#include "comm/algorithm_choice.h"
+
+#include <utility>
+
+#include "core/error.h"
+#include "core/params.h"
+
+namespace tidal {
+
+AlgorithmChoice AlgorithmChoice::fromParams(int rank) {
+  AlgorithmChoice c;
+  const int64_t rd = params::getInt("TIDAL_ALLREDUCE_RD_BYTES");
+  if (rd < 0)
+    fail(tidalInvalidArgument, "rank {}: TIDAL_ALLREDUCE_RD_BYTES={} is negative", rank, rd);
+  c.rdMaxBytes_ = static_cast<size_t>(rd);
+  c.allReduce_ = params::getString("TIDAL_ALLREDUCE_ALGO");
+  if (c.allReduce_ != "auto" && c.allReduce_ != "ring" && c.allReduce_ != "rd" &&
+      c.allReduce_ != "hier") {
+    fail(tidalInvalidArgument,
+         "rank {}: TIDAL_ALLREDUCE_ALGO='{}' is not one of auto, ring, rd, hier", rank,
+         c.allReduce_);
+  }
+  for (auto [name, value] : {std::pair{"TIDAL_ALLGATHER_ALGO", &c.allGather_},
+                             std::pair{"TIDAL_REDUCESCATTER_ALGO", &c.reduceScatter_}}) {
+    *value = params::getString(name);
+    if (*value != "auto" && *value != "ring" && *value != "hier") {
+      fail(tidalInvalidArgument, "rank {}: {}='{}' is not one of auto, ring, hier", rank, name,
+           *value);
+    }
+  }
+  return c;
+}
+
+AlgorithmChoice::AllReduce AlgorithmChoice::allReduce(size_t bytes, size_t chunkBytes,
+                                                      const coll::Topology& topology) const {
+  // Recursive doubling sends the whole message in one staging slot, so it
+  // must fit in a chunk.
+  const bool rdFits = bytes <= chunkBytes;
+  // "hier" on a single host (or uneven hosts) falls back to the ring.
+  const AllReduce wide = topology.hierarchical() ? AllReduce::Hierarchical : AllReduce::Ring;
+  if (allReduce_ == "rd" && rdFits) return AllReduce::RecursiveDoubling;
+  if (allReduce_ == "ring") return AllReduce::Ring;
+  if (allReduce_ == "hier") return wide;
+  if (bytes <= rdMaxBytes_ && rdFits) return AllReduce::RecursiveDoubling;
+  return wide;
+}
+
+}  // namespace tidal
