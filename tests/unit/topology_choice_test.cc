@@ -69,6 +69,10 @@ TEST(PathClass, FromThePciPaths) {
   EXPECT_EQ(classify(gpu, at("pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:02.0/0000:1a:00.0/"
                              "0000:1b:00.0/0000:1c:00.0")),
             PathClass::PXB);
+  // A bridge below a downstream port is a second hop: more than one switch.
+  EXPECT_EQ(classify(gpu, at("pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:03.0/0000:1d:00.0/"
+                             "0000:1e:00.0")),
+            PathClass::PXB);
   EXPECT_EQ(classify(gpu, at("pci0000:15/0000:15:03.0/0000:30:00.0")), PathClass::PHB);
   EXPECT_EQ(classify(gpu, at("pci0000:26/0000:26:01.0/0000:27:00.0")), PathClass::NODE);
   EXPECT_EQ(classify(gpu, at("pci0000:95/0000:95:01.0/0000:96:00.0", 1)), PathClass::SYS);
