@@ -3,6 +3,10 @@
 //   tidal-info           version, compiled-in features, reduction kernel
 //   tidal-info --params  every TIDAL_* parameter: type, value, where the value
 //                        came from (default / environment / config file), doc
+//   tidal-info --topo [--local-ranks N]
+//                        GPUs and NICs with the PCIe class between each pair
+//                        (as nvidia-smi topo -m), and each local rank's NICs,
+//                        GDR decision and CPU set (docs/topology.md)
 //
 // Meant for bug reports and for checking what a job will see: run it with the
 // job's environment and it resolves parameters exactly as the library does.
@@ -14,10 +18,14 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/params.h"
 #include "cuda/cuda_support.h"
 #include "reduce/reduce.h"
 #include "tidal/tidal.h"
+#include "topology/detect.h"
+#include "topology/nic_choice.h"
+#include "topology/report.h"
 #include "transports/transport.h"
 
 namespace {
@@ -57,7 +65,9 @@ int printSummary() {
   } else {
     std::printf("CUDA at run time: not used: %s\n", tidal::cuda::unavailableReason().c_str());
   }
-  std::printf("\nRun 'tidal-info --params' for every TIDAL_* parameter.\n");
+  std::printf(
+      "\nRun 'tidal-info --params' for every TIDAL_* parameter, 'tidal-info --topo' for the\n"
+      "GPUs and NICs and each local rank's choice.\n");
   return 0;
 }
 
@@ -88,6 +98,30 @@ int printParams() {
   return 0;
 }
 
+// The same detection and decisions the library makes, on this host or on the
+// tree TIDAL_TOPO_SYSFS / the dump TIDAL_TOPO_FILE names.
+int printTopology(int localRanks) {
+  try {
+    const auto detected = tidal::topo::detectTopology();
+    const auto& t = detected.topology;
+    auto settings = tidal::topo::choiceSettingsFromParams();
+    settings.localRanks = localRanks;
+    std::printf("Topology from %s\n\n%s\n", detected.source.c_str(),
+                tidal::topo::topologyMatrix(t).c_str());
+    const int ranks = tidal::topo::effectiveLocalRanks(t, settings);
+    std::printf("Choices for %d local rank(s) (TIDAL_NET_GDR_LEVEL=%s):\n", ranks,
+                tidal::topo::className(settings.gdrLevel));
+    for (int r = 0; r < ranks; ++r) {
+      const auto choice = tidal::topo::chooseForRank(t, r, settings);
+      std::printf("%s\n", tidal::topo::choiceLine(choice).c_str());
+    }
+    return 0;
+  } catch (const tidal::Error& e) {
+    std::fprintf(stderr, "tidal-info: error: %s\n", e.what());
+    return 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -95,6 +129,13 @@ int main(int argc, char** argv) {
   bool params = false;
   app.add_flag("--params", params,
                "List every TIDAL_* parameter with its type, value, source and description");
+  bool topo = false;
+  app.add_flag("--topo", topo,
+               "Show GPUs, NICs and the PCIe class between them, and each local rank's choice");
+  int localRanks = 0;
+  app.add_option("--local-ranks", localRanks,
+                 "With --topo: local ranks to show choices for (default: one per GPU, or 1)")
+      ->check(CLI::Range(1, 4096));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -103,5 +144,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tidal-info: error: %s\n\n%s", e.what(), app.help().c_str());
     return 2;
   }
+  if (topo) return printTopology(localRanks);
   return params ? printParams() : printSummary();
 }

@@ -62,6 +62,15 @@ const std::vector<Definition>& definitions() {
        "ib transfers up to this size go eagerly (no clear-to-send round trip); 0 disables."},
       {"TIDAL_GDR", Kind::String, "auto",
        "GPUDirect RDMA: auto (dma-buf, else nvidia_peermem, else staging), 0 off, 1 required."},
+      {"TIDAL_NET_GDR_LEVEL", Kind::String, "PXB",
+       "GPUDirect RDMA only when GPU and NIC are at most this far apart: LOC PIX PXB PHB SYS."},
+      // Topology.
+      {"TIDAL_TOPO_SYSFS", Kind::String, "/sys",
+       "sysfs root topology discovery reads (a fixture tree in tests)."},
+      {"TIDAL_TOPO_FILE", Kind::String, "",
+       "Read the topology from this dump (TIDAL_TOPO_DUMP_FILE's format) instead of sysfs."},
+      {"TIDAL_TOPO_DUMP_FILE", Kind::String, "",
+       "Write the detected topology (GPUs, NICs, PCI paths, NUMA) to this file."},
       // Engine and algorithms.
       {"TIDAL_CHUNK_SIZE", Kind::Int, "524288",
        "Pipeline chunk in bytes: ring steps are cut into chunks so send, recv, reduce overlap."},

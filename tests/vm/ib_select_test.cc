@@ -64,6 +64,16 @@ TEST(HcaSpec, BadPortIsAnErrorNamingTheVariable) {
   }
 }
 
+TEST(PortChoice, TopologyPreferenceFirstElseRankModPorts) {
+  const std::vector<std::string> usable = {"mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_3:1"};
+  EXPECT_EQ(pickPort(usable, {"mlx5_2:1"}, 0), 2u);
+  EXPECT_EQ(pickPort(usable, {"mlx5_2:1"}, 5), 2u);
+  EXPECT_EQ(pickPort(usable, {"mlx5_1:1", "mlx5_3:1"}, 0), 1u);
+  EXPECT_EQ(pickPort(usable, {"mlx5_1:1", "mlx5_3:1"}, 1), 3u);
+  EXPECT_EQ(pickPort(usable, {"eth0"}, 5), 1u) << "nothing preferred is usable: rank mod ports";
+  EXPECT_EQ(pickPort(usable, {}, 2), 2u);
+}
+
 // A port directory laid out like /sys/class/infiniband/DEV/ports/P.
 class FakePort {
  public:

@@ -78,6 +78,18 @@ bool hcaMatches(const HcaSpec& spec, const std::string& device, int port) {
   return listed != spec.exclude;
 }
 
+size_t pickPort(const std::vector<std::string>& usable, const std::vector<std::string>& preferred,
+                int rank) {
+  std::vector<size_t> pool;
+  for (size_t i = 0; i < usable.size(); ++i) {
+    if (std::find(preferred.begin(), preferred.end(), usable[i]) != preferred.end()) {
+      pool.push_back(i);
+    }
+  }
+  const auto r = static_cast<size_t>(rank);
+  return pool.empty() ? r % usable.size() : pool[r % pool.size()];
+}
+
 bool GidEntry::empty() const {
   return std::all_of(raw.begin(), raw.end(), [](uint8_t b) { return b == 0; });
 }

@@ -38,6 +38,13 @@ struct HcaSpec {
 HcaSpec parseHcaSpec(const std::string& text);
 bool hcaMatches(const HcaSpec& spec, const std::string& device, int port);
 
+// Which of the usable ports ("mlx5_0:1", in scan order) a rank listens on:
+// among those the topology prefers for it (its GPU's nearest NICs,
+// topology/nic_choice.h) when any of them is usable, else among all; rank
+// mod count either way. Returns an index into `usable`, which is not empty.
+size_t pickPort(const std::vector<std::string>& usable, const std::vector<std::string>& preferred,
+                int rank);
+
 struct GidEntry {
   int index = 0;
   std::array<uint8_t, 16> raw{};

@@ -1,8 +1,13 @@
 #include "transports/ib/ib_transport.h"
 
+#include <algorithm>
+
+#include "bootstrap/launcher_env.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "topology/detect.h"
+#include "topology/report.h"
 #include "transports/ib/ib_recv_connection.h"
 #include "transports/ib/ib_send_connection.h"
 
@@ -29,6 +34,37 @@ ConnectionGeometry geometryFromParams(int rank) {
   g.eagerBytes = static_cast<uint32_t>(eager);
   g.eagerSlots = kEagerSlots;
   return g;
+}
+
+// The ports topology prefers for this process: the NICs nearest the GPU of
+// its local rank (local rank i uses GPU i). Empty, leaving rank mod ports,
+// when TIDAL_IB_HCA chose the ports (it overrides), when the launcher does
+// not say which local rank this is, or when the topology cannot be read.
+std::vector<std::string> topologyPreference(const HcaSpec& spec, int rank) {
+  auto settings = topo::choiceSettingsFromParams();  // a bad TIDAL_NET_GDR_LEVEL is an error
+  if (!spec.items.empty()) return {};
+  LaunchInfo launch;
+  try {
+    launch = detectLaunch();
+  } catch (const Error&) {
+    return {};  // initialised by explicit rank and id: no local rank to go by
+  }
+  if (launch.localRank < 0) return {};
+  try {
+    const auto detected = topo::detectTopology();
+    settings.localRanks = std::max(launch.localNranks, 0);
+    if (launch.localRank >= topo::effectiveLocalRanks(detected.topology, settings)) return {};
+    const auto choice = topo::chooseForRank(detected.topology, launch.localRank, settings);
+    auto shown = choice;
+    shown.warnings.clear();  // logged on their own, at WARN
+    for (const auto& w : choice.warnings) TIDAL_WARN(Net, "rank {}: {}", rank, w);
+    TIDAL_INFO(Net, "rank {}: topology from {}: local {}", rank, detected.source,
+               topo::choiceLine(shown));
+    return choice.nics;
+  } catch (const Error& e) {
+    TIDAL_WARN(Net, "rank {}: topology not used for the ib port: {}", rank, e.what());
+    return {};
+  }
 }
 
 }  // namespace
@@ -74,7 +110,10 @@ ConnectHandle IbTransport::listen() {
                                   spec.items.empty() ? "" : " selected by TIDAL_IB_HCA",
                                   scan.seen));
   }
-  const PortCandidate& port = scan.usable[static_cast<size_t>(ctx_.rank) % scan.usable.size()];
+  std::vector<std::string> usableNames;
+  for (const auto& p : scan.usable) usableNames.push_back(fmt::format("{}:{}", p.device, p.port));
+  const PortCandidate& port =
+      scan.usable[pickPort(usableNames, topologyPreference(spec, ctx_.rank), ctx_.rank)];
   try {
     device_ = IbDevice::open(*api, port, policy, gdr, ctx_.rank);
   } catch (const Error& e) {
