@@ -12,6 +12,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/launcher_env.h"
+#include "comm/api_guard.h"
 #include "comm/call_memory.h"
 #include "comm/communicator.h"
 #include "core/dtype.h"
@@ -19,135 +20,6 @@
 #include "core/log.h"
 #include "cuda/cuda_support.h"
 #include "tidal/tidal.h"
-
-struct tidalComm {
-  std::unique_ptr<tidal::Communicator> impl;
-};
-
-namespace tidal {
-namespace {
-
-thread_local std::string threadLastError;
-
-// Runs `body`, converting exceptions into a result code and last-error text
-// (on the communicator when there is one, else on the calling thread).
-template <typename Body>
-tidalResult_t guarded(tidalComm_t comm, Body&& body) {
-  // Counted until the last touch of the communicator below, so that
-  // tidalCommAbort on another thread frees it only after this call is out.
-  std::optional<Communicator::CallScope> scope;
-  if (comm && comm->impl) scope.emplace(*comm->impl);
-  tidalResult_t result = tidalSuccess;
-  std::string text;
-  try {
-    body();
-    return tidalSuccess;
-  } catch (const Error& e) {
-    result = e.code();
-    text = e.what();
-  } catch (const std::bad_alloc&) {
-    result = tidalSystemError;
-    text = "out of host memory";
-  } catch (const std::exception& e) {
-    result = tidalInternalError;
-    text = std::string("internal error: ") + e.what();
-  }
-  TIDAL_WARN(Init, "{}", text);
-  threadLastError = text;
-  if (comm && comm->impl) comm->impl->setLastError(text);
-  return result;
-}
-
-// "rank 3: " once the communicator is known, so every message says where.
-std::string where(tidalComm_t comm, const char* fn) {
-  if (comm && comm->impl) return fmt::format("rank {}: {}", comm->impl->rank(), fn);
-  return fn;
-}
-
-Communicator& checkComm(tidalComm_t comm, const char* fn) {
-  if (comm == nullptr || !comm->impl) fail(tidalInvalidArgument, "{}: comm is NULL", fn);
-  return *comm->impl;
-}
-
-void checkType(tidalComm_t comm, const char* fn, tidalDataType_t type) {
-  if (!isValidType(type)) {
-    fail(tidalInvalidArgument, "{}: datatype {} is not a tidalDataType_t (valid: 0..{})",
-         where(comm, fn), static_cast<int>(type), tidalNumTypes - 1);
-  }
-}
-
-void checkOp(tidalComm_t comm, const char* fn, tidalRedOp_t op) {
-  if (!isValidOp(op)) {
-    fail(tidalInvalidArgument, "{}: op {} is not a tidalRedOp_t (valid: 0..{})", where(comm, fn),
-         static_cast<int>(op), tidalNumOps - 1);
-  }
-}
-
-// count * elements-per-count * type size must fit in the address space.
-size_t checkBytes(tidalComm_t comm, const char* fn, const char* argName, size_t count,
-                  size_t multiplier, tidalDataType_t type) {
-  const size_t ts = typeSize(type);
-  const size_t limit = static_cast<size_t>(PTRDIFF_MAX);
-  if (count != 0 && (multiplier > limit / count || count * multiplier > limit / ts)) {
-    fail(tidalInvalidArgument, "{}: {} {} x {} rank(s) x {} bytes ({}) overflows the address space",
-         where(comm, fn), argName, count, multiplier, ts, typeName(type));
-  }
-  return count * multiplier * ts;
-}
-
-void checkBuffer(tidalComm_t comm, const char* fn, const char* argName, const void* p,
-                 size_t bytes) {
-  if (p == nullptr && bytes > 0) {
-    fail(tidalInvalidArgument, "{}: {} is NULL ({} bytes expected)", where(comm, fn), argName,
-         bytes);
-  }
-}
-
-void checkRoot(tidalComm_t comm, const char* fn, int root) {
-  const int n = comm->impl->nranks();
-  if (root < 0 || root >= n) {
-    fail(tidalInvalidArgument, "{}: root {} is out of range for {} ranks (valid: 0..{})",
-         where(comm, fn), root, n, n - 1);
-  }
-}
-
-// Where the call's buffers live (host or CUDA device memory) and the stream
-// it is ordered on; refuses mixed buffers and streams without CUDA
-// (call_memory.h). Buffers of zero bytes are not looked at.
-CallMemory checkMemory(tidalComm_t comm, const char* fn, void* stream,
-                       std::initializer_list<BufferArg> buffers) {
-  if (!cuda::usable()) {
-    if (stream != nullptr) {
-      fail(tidalInvalidUsage, "{}: stream {} given, but {}; pass NULL for host buffers",
-           where(comm, fn), stream, cuda::unavailableReason());
-    }
-    return {};
-  }
-  cuda::PointerInfo infos[4];
-  size_t i = 0;
-  for (const BufferArg& b : buffers) {
-    if (b.bytes > 0 && i < std::size(infos)) infos[i] = cuda::classify(b.pointer);
-    ++i;
-  }
-  return decideCallMemory(where(comm, fn), {buffers.begin(), buffers.size()},
-                          {infos, buffers.size()}, stream, comm->impl->cudaDevice());
-}
-
-// Buffers that overlap without being the documented in-place layout would be
-// read after they are overwritten: refuse rather than corrupt silently.
-void checkOverlap(tidalComm_t comm, const char* fn, const void* a, size_t aBytes, const void* b,
-                  size_t bBytes, bool inPlace) {
-  if (inPlace || aBytes == 0 || bBytes == 0) return;
-  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-  if (pa < pb + bBytes && pb < pa + aBytes) {
-    fail(tidalInvalidArgument,
-         "{}: sendbuff {} ({} bytes) and recvbuff {} ({} bytes) overlap but are not in place",
-         where(comm, fn), a, aBytes, b, bBytes);
-  }
-}
-
-}  // namespace
-}  // namespace tidal
 
 using namespace tidal;
 
@@ -171,22 +43,7 @@ tidalResult_t tidalGetUniqueId(tidalUniqueId* uniqueId) {
 }
 
 tidalResult_t tidalCommInitRank(tidalComm_t* comm, int nranks, tidalUniqueId commId, int rank) {
-  return guarded(nullptr, [&] {
-    if (!comm) fail(tidalInvalidArgument, "tidalCommInitRank: comm is NULL");
-    *comm = nullptr;
-    if (nranks < 1) {
-      fail(tidalInvalidArgument, "tidalCommInitRank: nranks {} must be at least 1 (rank {})",
-           nranks, rank);
-    }
-    if (rank < 0 || rank >= nranks) {
-      fail(tidalInvalidArgument, "tidalCommInitRank: rank {} is out of range for {} ranks", rank,
-           nranks);
-    }
-    const UniqueId id = decodeUniqueId(commId);
-    auto handle = std::make_unique<tidalComm>();
-    handle->impl = Communicator::create(id, rank, nranks);
-    *comm = handle.release();
-  });
+  return initCommunicator("tidalCommInitRank", comm, nranks, rank, commId, nullptr);
 }
 
 tidalResult_t tidalCommInitAll(tidalComm_t* comms, int ndev, const int* devlist) {
@@ -256,6 +113,7 @@ tidalResult_t tidalCommInitFromEnv(tidalComm_t* comm) {
 }
 
 tidalResult_t tidalCommDestroy(tidalComm_t comm) {
+  if (deleteIfNoCommunicator(comm)) return tidalSuccess;
   return guarded(nullptr, [&] {
     checkComm(comm, "tidalCommDestroy");
     comm->impl->waitForCallsToLeave();
@@ -264,6 +122,7 @@ tidalResult_t tidalCommDestroy(tidalComm_t comm) {
 }
 
 tidalResult_t tidalCommAbort(tidalComm_t comm) {
+  if (deleteIfNoCommunicator(comm)) return tidalSuccess;
   return guarded(nullptr, [&] {
     checkComm(comm, "tidalCommAbort");
     comm->impl->abort();
@@ -289,6 +148,7 @@ tidalResult_t tidalCommUserRank(const tidalComm_t comm, int* rank) {
 }
 
 tidalResult_t tidalCommGetAsyncError(tidalComm_t comm, tidalResult_t* asyncError) {
+  if (asyncError && asyncInitStatus(comm, asyncError)) return tidalSuccess;
   return guarded(comm, [&] {
     checkComm(comm, "tidalCommGetAsyncError");
     if (!asyncError) {
@@ -325,6 +185,9 @@ const char* tidalGetErrorString(tidalResult_t result) {
 }
 
 const char* tidalGetLastError(tidalComm_t comm) {
+  if (comm && comm->pending && settle(comm, false) && !comm->impl) {
+    return comm->pending->error.c_str();
+  }
   if (comm && comm->impl) return comm->impl->lastError();
   return threadLastError.c_str();
 }
@@ -333,6 +196,8 @@ tidalResult_t tidalAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                              tidalDataType_t datatype, tidalRedOp_t op, tidalComm_t comm,
                              void* stream) {
   constexpr const char* fn = "tidalAllReduce";
+  if (isPreMulSumOp(op))
+    return preMulSumAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
   return guarded(comm, [&] {
     Communicator& c = checkComm(comm, fn);
     checkType(comm, fn, datatype);
@@ -371,6 +236,8 @@ tidalResult_t tidalReduceScatter(const void* sendbuff, void* recvbuff, size_t re
                                  tidalDataType_t datatype, tidalRedOp_t op, tidalComm_t comm,
                                  void* stream) {
   constexpr const char* fn = "tidalReduceScatter";
+  if (isPreMulSumOp(op))
+    return preMulSumReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   return guarded(comm, [&] {
     Communicator& c = checkComm(comm, fn);
     checkType(comm, fn, datatype);
@@ -414,6 +281,8 @@ tidalResult_t tidalReduce(const void* sendbuff, void* recvbuff, size_t count,
                           tidalDataType_t datatype, tidalRedOp_t op, int root, tidalComm_t comm,
                           void* stream) {
   constexpr const char* fn = "tidalReduce";
+  if (isPreMulSumOp(op))
+    return preMulSumReduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
   return guarded(comm, [&] {
     Communicator& c = checkComm(comm, fn);
     checkType(comm, fn, datatype);

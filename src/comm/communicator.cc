@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "comm/host_identity.h"
+#include "comm/schedule_settings.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -58,7 +59,8 @@ Communicator::~Communicator() = default;
 void Communicator::connect(const UniqueId& id) {
   if (rank_ == 0 && log::versionRequested()) {
     // Printed through the logger at WARN so that TIDAL_DEBUG=VERSION shows it alone.
-    log::logger().warn("Tidal version {}.{}.{}", TIDAL_MAJOR, TIDAL_MINOR, TIDAL_PATCH);
+    log::logger().warn("Tidal version " TIDAL_RELEASE_STRING " (NCCL API {}.{}.{})", TIDAL_MAJOR,
+                       TIDAL_MINOR, TIDAL_PATCH);
   }
   engine_ = std::make_unique<Engine>(rank_, engineOptionsFromParams(rank_));
   const int64_t rd = params::getInt("TIDAL_ALLREDUCE_RD_BYTES");
@@ -84,6 +86,7 @@ void Communicator::connect(const UniqueId& id) {
          busyPollMode_);
   }
   bootstrap_ = Bootstrap::create(id, rank_, nranks_);
+  checkScheduleSettingsAgree(*bootstrap_, rank_, nranks_);
   if (nranks_ > 1) connectPeers();
   connectDevices();
   barrierBuffer_.assign(static_cast<size_t>(nranks_), 0);
