@@ -19,6 +19,16 @@ void chunked(size_t bytes, size_t chunkBytes, const std::function<void(size_t, s
   for (size_t off = 0; off < bytes; off += chunk) each(off, std::min(chunk, bytes - off));
 }
 
+// The root's side: `each(rank, offset, bytes)` for every chunk of every
+// other rank's block, starting after the root so no rank is always first.
+void fromRoot(const CollectiveArgs& a, size_t block,
+              const std::function<void(int, size_t, size_t)>& each) {
+  for (int step = 1; step < a.nranks; ++step) {
+    const int peer = mod(a.root + step, a.nranks);
+    chunked(block, a.chunkBytes, [&](size_t off, size_t bytes) { each(peer, off, bytes); });
+  }
+}
+
 }  // namespace
 
 Schedule directGather(const CollectiveArgs& a) {
@@ -35,12 +45,9 @@ Schedule directGather(const CollectiveArgs& a) {
   }
   // In place: the root's block already sits at recvbuff + root * block.
   if (!a.inPlace) s.prologue.push_back({{Buffer::Send, 0}, {Buffer::Recv, at(a.root)}, block});
-  for (int step = 1; step < a.nranks; ++step) {
-    const int from = mod(a.root + step, a.nranks);
-    chunked(block, a.chunkBytes, [&](size_t off, size_t bytes) {
-      s.recvs.push_back({from, {Buffer::Recv, at(from) + off}, bytes, false, {}, 0});
-    });
-  }
+  fromRoot(a, block, [&](int from, size_t off, size_t bytes) {
+    s.recvs.push_back({from, {Buffer::Recv, at(from) + off}, bytes, false, {}, 0});
+  });
   return s;
 }
 
@@ -58,12 +65,9 @@ Schedule directScatter(const CollectiveArgs& a) {
   }
   // In place: the root's own block is recvbuff = sendbuff + root * block.
   if (!a.inPlace) s.prologue.push_back({{Buffer::Send, at(a.root)}, {Buffer::Recv, 0}, block});
-  for (int step = 1; step < a.nranks; ++step) {
-    const int to = mod(a.root + step, a.nranks);
-    chunked(block, a.chunkBytes, [&](size_t off, size_t bytes) {
-      s.sends.push_back({to, {Buffer::Send, at(to) + off}, bytes, -1});
-    });
-  }
+  fromRoot(a, block, [&](int to, size_t off, size_t bytes) {
+    s.sends.push_back({to, {Buffer::Send, at(to) + off}, bytes, -1});
+  });
   return s;
 }
 

@@ -43,12 +43,13 @@ int printSummary() {
     std::fprintf(stderr, "tidal-info: tidalGetVersion failed: %s\n", tidalGetLastError(nullptr));
     return 1;
   }
-  std::printf("Tidal %s", versionText(version).c_str());
+  std::printf("Tidal %s (NCCL API %s", TIDAL_RELEASE_STRING, versionText(version).c_str());
   // A library that differs from the headers tidal-info was built with means a
   // stale libtidal on the loader path: worth pointing out.
   if (version != TIDAL_VERSION_CODE) {
-    std::printf(" (headers: %s)", versionText(TIDAL_VERSION_CODE).c_str());
+    std::printf(", headers: %s", versionText(TIDAL_VERSION_CODE).c_str());
   }
+  std::printf(")");
   // What CMake found at configure time; a dependency found is not yet a
   // transport built on it: the transports list says what runs today.
   std::printf("\n\nTransports:");

@@ -15,10 +15,24 @@
 extern "C" {
 #endif
 
-#define TIDAL_MAJOR 0
-#define TIDAL_MINOR 1
+/* The NCCL API level this header implements. Code ported from NCCL by renaming
+ * (nccl -> tidal) compares TIDAL_VERSION_CODE with TIDAL_VERSION(2, x, y) and so
+ * takes the paths it would take with NCCL 2.30. tidalGetVersion returns this
+ * code too. Tidal's own release number is TIDAL_RELEASE_*, below. */
+#define TIDAL_MAJOR 2
+#define TIDAL_MINOR 30
 #define TIDAL_PATCH 0
-#define TIDAL_VERSION_CODE (TIDAL_MAJOR * 10000 + TIDAL_MINOR * 100 + TIDAL_PATCH)
+#define TIDAL_SUFFIX ""
+/* NCCL's encoding: X*1000 + Y*100 + Z up to 2.8, X*10000 + Y*100 + Z from 2.9. */
+#define TIDAL_VERSION(X, Y, Z) \
+  (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
+#define TIDAL_VERSION_CODE TIDAL_VERSION(TIDAL_MAJOR, TIDAL_MINOR, TIDAL_PATCH)
+
+/* Tidal's own release (the library's soname version), independent of the API level. */
+#define TIDAL_RELEASE_MAJOR 0
+#define TIDAL_RELEASE_MINOR 2
+#define TIDAL_RELEASE_PATCH 0
+#define TIDAL_RELEASE_STRING "0.2.0"
 
 #if defined(__GNUC__)
 #define TIDAL_API __attribute__((visibility("default")))
@@ -67,17 +81,21 @@ typedef enum {
   tidalNumTypes = 10
 } tidalDataType_t;
 
-/* Same numbering as NCCL's ncclRedOp_t. */
+/* Same numbering as NCCL's ncclRedOp_t. Values from tidalNumOps up to
+ * tidalMaxRedOp are operators made by tidalRedOpCreatePreMulSum. */
+typedef enum { tidalNumOps_dummy = 5 } tidalRedOp_dummy_t;
 typedef enum {
   tidalSum = 0,
   tidalProd = 1,
   tidalMax = 2,
   tidalMin = 3,
   tidalAvg = 4,
-  tidalNumOps = 5
+  tidalNumOps = 5,
+  tidalMaxRedOp = 0x7fffffff >> (32 - 8 * sizeof(tidalRedOp_dummy_t))
 } tidalRedOp_t;
 
-/* Library version as TIDAL_MAJOR * 10000 + TIDAL_MINOR * 100 + TIDAL_PATCH. */
+/* The NCCL API level implemented, TIDAL_VERSION_CODE of the library (not of
+ * the headers the caller was built with): 23000 for 2.30.0. */
 TIDAL_API tidalResult_t tidalGetVersion(int* version);
 
 /* Creates a unique id (root address + 128-bit random secret). Call on one rank,
@@ -204,12 +222,112 @@ TIDAL_API tidalResult_t tidalRecv(void* recvbuff, size_t count, tidalDataType_t 
 TIDAL_API tidalResult_t tidalGroupStart(void);
 TIDAL_API tidalResult_t tidalGroupEnd(void);
 
+/*
+ * Configuration, versions, memory, custom reduction ops (NCCL 2.30).
+ * docs/api.md describes each call and where Tidal differs from NCCL.
+ */
+
+#define TIDAL_CONFIG_UNDEF_INT (-2147483647 - 1) /* INT_MIN */
+#define TIDAL_CONFIG_UNDEF_PTR NULL
+#define TIDAL_API_MAGIC 0xcafebeefu
+
+/* NCCL 2.30's ncclConfig_t, field for field. Tidal honours blocking and
+ * commName; every other field is accepted and ignored (docs/api.md). */
+typedef struct tidalConfig_v23000 {
+  /* Set by TIDAL_CONFIG_INITIALIZER; do not change. */
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  /* 1 (default): init blocks. 0: init returns tidalInProgress and completes on
+   * a background thread; poll tidalCommGetAsyncError. */
+  int blocking;
+  int cgaClusterSize;
+  int minCTAs;
+  int maxCTAs;
+  const char* netName;
+  int splitShare;
+  int trafficClass;
+  /* Shown in every log line and error text of the communicator. */
+  const char* commName;
+  int collnetEnable;
+  int CTAPolicy;
+  int shrinkShare;
+  int nvlsCTAs;
+  int nChannelsPerNetPeer;
+  int nvlinkCentricSched;
+  int graphUsageMode;
+  int numRmaCtx;
+  int maxP2pPeers;
+  int graphStreamOrdering;
+  int launchOrderImplicit;
+  int numRmaSig;
+  int rmaEagerInit;
+  int hostCftMode;
+  int nvlsHostMode;
+} tidalConfig_t;
+
+#define TIDAL_CONFIG_INITIALIZER                                                        \
+  {                                                                                     \
+    sizeof(tidalConfig_t), TIDAL_API_MAGIC, TIDAL_VERSION_CODE, TIDAL_CONFIG_UNDEF_INT, \
+        TIDAL_CONFIG_UNDEF_INT, TIDAL_CONFIG_UNDEF_INT, TIDAL_CONFIG_UNDEF_INT,         \
+        TIDAL_CONFIG_UNDEF_PTR, TIDAL_CONFIG_UNDEF_INT, TIDAL_CONFIG_UNDEF_INT,         \
+        TIDAL_CONFIG_UNDEF_PTR, TIDAL_CONFIG_UNDEF_INT, TIDAL_CONFIG_UNDEF_INT,         \
+        TIDAL_CONFIG_UNDEF_INT, TIDAL_CONFIG_UNDEF_INT, TIDAL_CONFIG_UNDEF_INT,         \
+        TIDAL_CONFIG_UNDEF_INT, TIDAL_CONFIG_UNDEF_INT, TIDAL_CONFIG_UNDEF_INT,         \
+        TIDAL_CONFIG_UNDEF_INT, TIDAL_CONFIG_UNDEF_INT, TIDAL_CONFIG_UNDEF_INT,         \
+        TIDAL_CONFIG_UNDEF_INT, TIDAL_CONFIG_UNDEF_INT, TIDAL_CONFIG_UNDEF_INT,         \
+        TIDAL_CONFIG_UNDEF_INT                                                          \
+  }
+
+/* tidalCommInitRank with a configuration (NULL: the defaults). With
+ * config->blocking == 0 it returns tidalInProgress with *comm set at once;
+ * tidalCommGetAsyncError(*comm) reports tidalInProgress until init has
+ * finished, then tidalSuccess or the init error. */
+TIDAL_API tidalResult_t tidalCommInitRankConfig(tidalComm_t* comm, int nranks, tidalUniqueId commId,
+                                                int rank, tidalConfig_t* config);
+/* NCCL's several-id init. Every rank passes the same nId >= 1 ids in the same
+ * order; Tidal accepts them all and rendezvous through commIds[0] alone. */
+TIDAL_API tidalResult_t tidalCommInitRankScalable(tidalComm_t* newcomm, int nranks, int myrank,
+                                                  int nId, tidalUniqueId* commIds,
+                                                  tidalConfig_t* config);
+
 #define TIDAL_SPLIT_NOCOLOR (-1)
 /* Collective over comm: ranks with the same color >= 0 form *newcomm,
  * ranked by (key, rank in comm); color TIDAL_SPLIT_NOCOLOR gives NULL.
- * config may be NULL (the parent's settings). */
+ * config may be NULL (the parent's settings). Declared after tidalConfig_t. */
 TIDAL_API tidalResult_t tidalCommSplit(tidalComm_t comm, int color, int key, tidalComm_t* newcomm,
-                                       void* config);
+                                       tidalConfig_t* config);
+/* Finishes every operation issued on comm and synchronises with the other
+ * ranks (collective: every rank calls it). Afterwards only the query calls and
+ * tidalCommDestroy / tidalCommAbort are valid. */
+TIDAL_API tidalResult_t tidalCommFinalize(tidalComm_t comm);
+/* The CUDA device the communicator was created on; -1 when it has none. */
+TIDAL_API tidalResult_t tidalCommCuDevice(const tidalComm_t comm, int* device);
+
+/* Device memory for communication buffers (cudaMalloc underneath); needs CUDA. */
+TIDAL_API tidalResult_t tidalMemAlloc(void** ptr, size_t size);
+TIDAL_API tidalResult_t tidalMemFree(void* ptr);
+/* Registers [buff, buff + size) with comm and returns a handle to deregister it
+ * with. Tidal keeps a checked registry; collectives do not yet use it. */
+TIDAL_API tidalResult_t tidalCommRegister(const tidalComm_t comm, void* buff, size_t size,
+                                          void** handle);
+TIDAL_API tidalResult_t tidalCommDeregister(const tidalComm_t comm, void* handle);
+
+typedef enum {
+  /* The scalar is in device memory, read by every collective that uses the op. */
+  tidalScalarDevice = 0,
+  /* The scalar is in host memory, read once before tidalRedOpCreatePreMulSum returns. */
+  tidalScalarHostImmediate = 1
+} tidalScalarResidence_t;
+
+/* An operator that multiplies each rank's input by *scalar (of type datatype)
+ * and sums the products. Valid only with comm and datatype, in AllReduce,
+ * Reduce and ReduceScatter, until tidalRedOpDestroy. */
+TIDAL_API tidalResult_t tidalRedOpCreatePreMulSum(tidalRedOp_t* op, void* scalar,
+                                                  tidalDataType_t datatype,
+                                                  tidalScalarResidence_t residence,
+                                                  tidalComm_t comm);
+TIDAL_API tidalResult_t tidalRedOpDestroy(tidalRedOp_t op, tidalComm_t comm);
 
 #ifdef __cplusplus
 }

@@ -92,7 +92,7 @@ concept Element = requires {
 template <Element T>
 inline constexpr tidalDataType_t dataTypeOf = DataType<std::remove_cv_t<T>>::value;
 
-// Library version as TIDAL_MAJOR * 10000 + TIDAL_MINOR * 100 + TIDAL_PATCH.
+// The NCCL API level the library implements (TIDAL_VERSION_CODE: 23000 for 2.30.0).
 inline int version() {
   int v = 0;
   detail::check(tidalGetVersion(&v), "tidalGetVersion", nullptr);

@@ -9,8 +9,15 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/launcher_env.h"
-#include "comm/api_checks.h"
+#include "comm/api_guard.h"
+#include "comm/call_memory.h"
+#include "comm/communicator.h"
 #include "comm/group.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "cuda/cuda_support.h"
+#include "tidal/tidal.h"
 
 using namespace tidal;
 
@@ -34,22 +41,7 @@ tidalResult_t tidalGetUniqueId(tidalUniqueId* uniqueId) {
 }
 
 tidalResult_t tidalCommInitRank(tidalComm_t* comm, int nranks, tidalUniqueId commId, int rank) {
-  return guarded(nullptr, [&] {
-    if (!comm) fail(tidalInvalidArgument, "tidalCommInitRank: comm is NULL");
-    *comm = nullptr;
-    if (nranks < 1) {
-      fail(tidalInvalidArgument, "tidalCommInitRank: nranks {} must be at least 1 (rank {})",
-           nranks, rank);
-    }
-    if (rank < 0 || rank >= nranks) {
-      fail(tidalInvalidArgument, "tidalCommInitRank: rank {} is out of range for {} ranks", rank,
-           nranks);
-    }
-    const UniqueId id = decodeUniqueId(commId);
-    auto handle = std::make_unique<tidalComm>();
-    handle->impl = Communicator::create(id, rank, nranks);
-    *comm = handle.release();
-  });
+  return initCommunicator("tidalCommInitRank", comm, nranks, rank, commId, nullptr);
 }
 
 tidalResult_t tidalCommInitAll(tidalComm_t* comms, int ndev, const int* devlist) {
@@ -119,6 +111,7 @@ tidalResult_t tidalCommInitFromEnv(tidalComm_t* comm) {
 }
 
 tidalResult_t tidalCommDestroy(tidalComm_t comm) {
+  if (deleteIfNoCommunicator(comm)) return tidalSuccess;
   return guarded(nullptr, [&] {
     checkComm(comm, "tidalCommDestroy");
     comm->impl->waitForCallsToLeave();
@@ -127,6 +120,7 @@ tidalResult_t tidalCommDestroy(tidalComm_t comm) {
 }
 
 tidalResult_t tidalCommAbort(tidalComm_t comm) {
+  if (deleteIfNoCommunicator(comm)) return tidalSuccess;
   return guarded(nullptr, [&] {
     checkComm(comm, "tidalCommAbort");
     comm->impl->abort();
@@ -152,6 +146,7 @@ tidalResult_t tidalCommUserRank(const tidalComm_t comm, int* rank) {
 }
 
 tidalResult_t tidalCommGetAsyncError(tidalComm_t comm, tidalResult_t* asyncError) {
+  if (asyncError && asyncInitStatus(comm, asyncError)) return tidalSuccess;
   return guarded(comm, [&] {
     checkComm(comm, "tidalCommGetAsyncError");
     if (!asyncError) {
@@ -188,6 +183,9 @@ const char* tidalGetErrorString(tidalResult_t result) {
 }
 
 const char* tidalGetLastError(tidalComm_t comm) {
+  if (comm && comm->pending && settle(comm, false) && !comm->impl) {
+    return comm->pending->error.c_str();
+  }
   if (comm && comm->impl) return comm->impl->lastError();
   return threadLastError.c_str();
 }
@@ -196,6 +194,8 @@ tidalResult_t tidalAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                              tidalDataType_t datatype, tidalRedOp_t op, tidalComm_t comm,
                              void* stream) {
   constexpr const char* fn = "tidalAllReduce";
+  if (isPreMulSumOp(op))
+    return preMulSumAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
   return groupGuarded(comm, [&] {
     Communicator& c = checkComm(comm, fn);
     checkType(comm, fn, datatype);
@@ -234,6 +234,8 @@ tidalResult_t tidalReduceScatter(const void* sendbuff, void* recvbuff, size_t re
                                  tidalDataType_t datatype, tidalRedOp_t op, tidalComm_t comm,
                                  void* stream) {
   constexpr const char* fn = "tidalReduceScatter";
+  if (isPreMulSumOp(op))
+    return preMulSumReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   return groupGuarded(comm, [&] {
     Communicator& c = checkComm(comm, fn);
     checkType(comm, fn, datatype);
@@ -279,6 +281,8 @@ tidalResult_t tidalReduce(const void* sendbuff, void* recvbuff, size_t count,
                           tidalDataType_t datatype, tidalRedOp_t op, int root, tidalComm_t comm,
                           void* stream) {
   constexpr const char* fn = "tidalReduce";
+  if (isPreMulSumOp(op))
+    return preMulSumReduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
   return groupGuarded(comm, [&] {
     Communicator& c = checkComm(comm, fn);
     checkType(comm, fn, datatype);

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "comm/api_checks.h"
+#include "comm/api_guard.h"
 #include "comm/group.h"
 
 using namespace tidal;
@@ -189,7 +189,7 @@ tidalResult_t tidalGroupEnd(void) {
 }
 
 tidalResult_t tidalCommSplit(tidalComm_t comm, int color, int key, tidalComm_t* newcomm,
-                             void* config) {
+                             tidalConfig_t* config) {
   constexpr const char* fn = "tidalCommSplit";
   return guarded(comm, [&] {
     Communicator& c = checkComm(comm, fn);
@@ -205,10 +205,13 @@ tidalResult_t tidalCommSplit(tidalComm_t comm, int color, int key, tidalComm_t* 
       fail(tidalInvalidUsage, "{}: called inside a tidalGroupStart/End group; split outside it",
            where(comm, fn));
     }
-    (void)config;  // the new communicator takes this process's settings
+    // commName is honoured; the split itself always completes before it returns.
+    const InitOptions options = readConfig(config, fn, c.rank());
     std::unique_ptr<Communicator> made = c.split(color, key);
     if (!made) return;
     auto handle = std::make_unique<tidalComm>();
+    handle->name = options.name;
+    if (!options.name.empty()) handle->prefix = fmt::format("comm '{}' ", options.name);
     handle->impl = std::move(made);
     *newcomm = handle.release();
   });

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "comm/host_identity.h"
+#include "comm/schedule_settings.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -59,7 +60,8 @@ Communicator::~Communicator() = default;
 void Communicator::connect(const UniqueId& id) {
   if (rank_ == 0 && log::versionRequested()) {
     // Printed through the logger at WARN so that TIDAL_DEBUG=VERSION shows it alone.
-    log::logger().warn("Tidal version {}.{}.{}", TIDAL_MAJOR, TIDAL_MINOR, TIDAL_PATCH);
+    log::logger().warn("Tidal version " TIDAL_RELEASE_STRING " (NCCL API {}.{}.{})", TIDAL_MAJOR,
+                       TIDAL_MINOR, TIDAL_PATCH);
   }
   engine_ = std::make_unique<Engine>(rank_, engineOptionsFromParams(rank_));
   algorithms_ = AlgorithmChoice::fromParams(rank_);
@@ -69,6 +71,7 @@ void Communicator::connect(const UniqueId& id) {
          busyPollMode_);
   }
   bootstrap_ = Bootstrap::create(id, rank_, nranks_);
+  checkScheduleSettingsAgree(*bootstrap_, rank_, nranks_);
   if (nranks_ > 1) connectPeers();
   connectDevices();
   barrierBuffer_.assign(static_cast<size_t>(nranks_), 0);

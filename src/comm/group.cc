@@ -22,6 +22,7 @@ struct State {
   std::vector<CommWork> work;  // in the order the communicators first appear
   tidalResult_t failure = tidalSuccess;
   std::string failureText;
+  std::vector<std::shared_ptr<void>> kept;
 };
 
 thread_local State state;
@@ -66,6 +67,8 @@ void pointToPoint(Communicator& comm, const coll::P2pOp& op) {
   workOf(comm).p2p.push_back(op);
 }
 
+void keepAlive(std::shared_ptr<void> object) { state.kept.push_back(std::move(object)); }
+
 void noteFailure(tidalResult_t code, const std::string& text) {
   if (state.failure != tidalSuccess) return;
   state.failure = code;
@@ -81,6 +84,7 @@ void end() {
   if (--state.depth > 0) return;
   // Taken out of the thread's state first: the calls below may start groups of their own.
   std::vector<CommWork> work = std::move(state.work);
+  const std::vector<std::shared_ptr<void>> kept = std::move(state.kept);
   const tidalResult_t failure = state.failure;
   const std::string failureText = std::move(state.failureText);
   state = State{};

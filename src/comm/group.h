@@ -14,6 +14,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "collectives/schedule.h"
@@ -31,6 +32,8 @@ void start();
 void runOrQueue(Communicator& comm, std::function<void()> work);
 // Outside a group: a group of this one operation. Inside: kept for GroupEnd.
 void pointToPoint(Communicator& comm, const coll::P2pOp& op);
+// Keeps `object` alive until the group has run (a call's temporary input).
+void keepAlive(std::shared_ptr<void> object);
 // A call inside the group failed: the group will report it and run nothing.
 void noteFailure(tidalResult_t code, const std::string& text);
 // Leaves one level; the outermost runs the group. Throws the first error.

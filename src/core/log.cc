@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "core/params.h"
 
@@ -103,6 +104,18 @@ State& state() {
 }  // namespace
 
 spdlog::logger& logger() { return *state().logger; }
+
+namespace {
+thread_local std::string tlsPrefix;
+}  // namespace
+
+const std::string& threadPrefix() { return tlsPrefix; }
+
+ScopedPrefix::ScopedPrefix(std::string prefix) : previous_(std::move(tlsPrefix)) {
+  tlsPrefix = std::move(prefix);
+}
+
+ScopedPrefix::~ScopedPrefix() { tlsPrefix = std::move(previous_); }
 
 bool enabled(spdlog::level::level_enum level, Subsys subsys) {
   const State& s = state();

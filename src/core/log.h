@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <string>
+
 namespace tidal::log {
 
 enum class Subsys : unsigned { Init = 1, Boot = 2, Net = 4, Coll = 8, Env = 16 };
@@ -15,12 +17,27 @@ const char* subsysName(Subsys subsys);
 // True when TIDAL_DEBUG asks for the version banner (VERSION, INFO or TRACE).
 bool versionRequested();
 
+// Text put before every log line of the calling thread ("comm 'NAME' "),
+// empty by default. The C API sets it for the duration of a call on a named
+// communicator (tidalConfig_t::commName).
+const std::string& threadPrefix();
+class ScopedPrefix {
+ public:
+  explicit ScopedPrefix(std::string prefix);
+  ~ScopedPrefix();
+  ScopedPrefix(const ScopedPrefix&) = delete;
+  ScopedPrefix& operator=(const ScopedPrefix&) = delete;
+
+ private:
+  std::string previous_;
+};
+
 }  // namespace tidal::log
 
 #define TIDAL_LOG_(level, subsys, ...)                                                   \
   do {                                                                                   \
     if (::tidal::log::enabled(level, ::tidal::log::Subsys::subsys))                      \
-      ::tidal::log::logger().log(level, "[{}] {}",                                       \
+      ::tidal::log::logger().log(level, "{}[{}] {}", ::tidal::log::threadPrefix(),       \
                                  ::tidal::log::subsysName(::tidal::log::Subsys::subsys), \
                                  fmt::format(__VA_ARGS__));                              \
   } while (0)

@@ -66,6 +66,24 @@ void setCurrentDevice(int device) {
   check(cudaSetDevice(device), fmt::format("cudaSetDevice({})", device));
 }
 
+void* allocateDeviceMemory(size_t bytes) {
+  if (!usable()) fail(tidalInvalidUsage, "device memory requested, but {}", unavailableReason());
+  void* p = nullptr;
+  check(cudaMalloc(&p, bytes), fmt::format("cudaMalloc({} bytes)", bytes));
+  return p;
+}
+
+void freeDeviceMemory(void* pointer) {
+  if (!usable()) fail(tidalInvalidUsage, "device memory freed, but {}", unavailableReason());
+  check(cudaFree(pointer), fmt::format("cudaFree({})", pointer));
+}
+
+void copyToHost(void* dst, const void* deviceSrc, size_t bytes) {
+  if (!usable()) fail(tidalInvalidUsage, "device memory read, but {}", unavailableReason());
+  check(cudaMemcpy(dst, deviceSrc, bytes, cudaMemcpyDeviceToHost),
+        fmt::format("cudaMemcpy({} bytes from device {})", bytes, deviceSrc));
+}
+
 PointerInfo classify(const void* pointer) {
   PointerInfo info;
   if (pointer == nullptr || !usable()) return info;

@@ -44,6 +44,14 @@ PointerInfo classify(const void* pointer);
 // "host memory", "CUDA device memory on device 1", "CUDA managed memory".
 std::string describe(const PointerInfo& info);
 
+// Device memory on the calling thread's current device (tidalMemAlloc), its
+// release, and a blocking copy of device bytes to the host (a PreMulSum
+// scalar). Throw InvalidUsage naming unavailableReason() when !usable(), and
+// UnhandledCudaError naming the CUDA error when the runtime call fails.
+void* allocateDeviceMemory(size_t bytes);
+void freeDeviceMemory(void* pointer);
+void copyToHost(void* dst, const void* deviceSrc, size_t bytes);
+
 // The real DeviceApi for `device`; throws if !usable().
 std::unique_ptr<DeviceApi> createDeviceApi(int device);
 

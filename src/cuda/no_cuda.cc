@@ -21,6 +21,16 @@ void setCurrentDevice(int device) {
 
 PointerInfo classify(const void*) { return {}; }
 
+void* allocateDeviceMemory(size_t) {
+  fail(tidalInvalidUsage, "device memory requested, but {}", kReason);
+}
+
+void freeDeviceMemory(void*) { fail(tidalInvalidUsage, "device memory freed, but {}", kReason); }
+
+void copyToHost(void*, const void*, size_t) {
+  fail(tidalInvalidUsage, "device memory read, but {}", kReason);
+}
+
 std::unique_ptr<DeviceApi> createDeviceApi(int device) {
   fail(tidalInvalidUsage, "CUDA device {}: {}", device, kReason);
 }

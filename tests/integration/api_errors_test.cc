@@ -11,20 +11,14 @@
 #include <thread>
 #include <vector>
 
+#include "single_rank.h"
 #include "tidal/tidal.h"
 
 namespace {
 
 using ::testing::HasSubstr;
 
-class SingleRank : public ::testing::Test {
- protected:
-  void SetUp() override { ASSERT_EQ(tidalCommInitAll(&comm_, 1, nullptr), tidalSuccess); }
-  void TearDown() override { tidalCommDestroy(comm_); }
-  std::string last() const { return tidalGetLastError(comm_); }
-  tidalComm_t comm_ = nullptr;
-  std::vector<float> a_ = std::vector<float>(16, 1.0f), b_ = std::vector<float>(16, 0.0f);
-};
+using tidal::test::SingleRank;
 
 TEST_F(SingleRank, NullBuffersAreNamed) {
   EXPECT_EQ(tidalAllReduce(nullptr, b_.data(), 4, tidalFloat32, tidalSum, comm_, nullptr),

@@ -8,20 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "single_rank.h"
 #include "tidal/tidal.h"
 
 namespace {
 
 using ::testing::HasSubstr;
 
-class P2pErrors : public ::testing::Test {
- protected:
-  void SetUp() override { ASSERT_EQ(tidalCommInitAll(&comm_, 1, nullptr), tidalSuccess); }
-  void TearDown() override { tidalCommDestroy(comm_); }
-  std::string last() const { return tidalGetLastError(comm_); }
-  tidalComm_t comm_ = nullptr;
-  std::vector<float> a_ = std::vector<float>(16, 1.0f), b_ = std::vector<float>(16, 0.0f);
-};
+using P2pErrors = tidal::test::SingleRank;
 
 TEST_F(P2pErrors, PeerOutOfRangeIsNamed) {
   EXPECT_EQ(tidalSend(a_.data(), 4, tidalFloat32, 3, comm_, nullptr), tidalInvalidArgument);

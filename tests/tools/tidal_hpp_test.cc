@@ -69,6 +69,20 @@ TEST(TidalHpp, UniqueIdBytesRoundTrip) {
 
 TEST(TidalHpp, VersionMatchesHeader) { EXPECT_EQ(tidal::version(), TIDAL_VERSION_CODE); }
 
+// Renamed NCCL code compares the code with TIDAL_VERSION(2, x, y): it must take
+// the paths of the NCCL 2.30 API, whichever encoding the comparison uses.
+TEST(TidalHpp, VersionCodeIsNccl230) {
+  EXPECT_EQ(TIDAL_VERSION_CODE, 23000);
+  EXPECT_EQ(TIDAL_VERSION(2, 30, 0), 23000);
+  EXPECT_EQ(TIDAL_VERSION(2, 9, 6), 20906);
+  EXPECT_EQ(TIDAL_VERSION(2, 8, 4), 2804);
+  EXPECT_EQ(TIDAL_VERSION(1, 3, 0), 1300);
+  static_assert(TIDAL_VERSION_CODE >= TIDAL_VERSION(2, 19, 0));
+  static_assert(TIDAL_VERSION_CODE >= TIDAL_VERSION(2, 7, 0));
+  static_assert(TIDAL_VERSION_CODE < TIDAL_VERSION(2, 31, 0));
+  EXPECT_STREQ(TIDAL_RELEASE_STRING, "0.2.0");
+}
+
 TEST(TidalHpp, LibraryErrorBecomesTidalError) {
   // nranks 0 is rejected by the library itself, not by the wrapper.
   try {

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "subprocess.h"
+#include "tidal/tidal.h"
 
 namespace {
 
@@ -28,7 +29,8 @@ std::vector<std::string> paramRow(const std::string& table, const std::string& n
 TEST(TidalInfo, SummaryShowsVersionFeaturesAndKernel) {
   const auto r = tidal::testing::run({TIDAL_INFO_PATH});
   ASSERT_EQ(r.exitCode, 0) << r.err;
-  EXPECT_NE(r.out.find("Tidal 0."), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Tidal " TIDAL_RELEASE_STRING " (NCCL API 2.30.0)"), std::string::npos)
+      << r.out;
   for (const char* feature : {"ibverbs", "ofi", "cuda", "pmix"}) {
     EXPECT_NE(r.out.find(feature), std::string::npos) << feature << "\n" << r.out;
   }
