@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
-# Runs Tidal, Open MPI and Gloo allreduce (float32 sum) side by side on this
-# host and prints one markdown table per rank count, ready for
+# Runs Tidal, Open MPI and Gloo allreduce (float32 sum) or alltoall (float32)
+# side by side on this host and prints one markdown table per rank count, or
+# Tidal's and Open MPI's two-rank Send/Recv ping-pong and one table, ready for
 # docs/benchmarks.md, followed by the exact commands that produced it.
 #
-#   benchmarks/compare/compare.sh [-B build] [-t tcp|shm] [-r "2 4"] [-b 8] [-e 64M] [-f 4]
-#                                 [-n 20] [-w 5] [-R 1] [-p in|out] [-o out.md] [-L logdir]
+#   benchmarks/compare/compare.sh [-C allreduce|alltoall|pingpong] [-B build] [-t tcp|shm]
+#                                 [-r "2 4"] [-b 8] [-e 64M] [-f 4] [-n 20] [-w 5] [-R 1]
+#                                 [-p in|out] [-o out.md] [-L logdir]
 #
+#   -C  what to compare                                        (default: allreduce)
+#         allreduce: all_reduce_perf, MPI_Allreduce, gloo::AllreduceRing
+#         alltoall:  alltoall_perf, MPI_Alltoall, gloo::alltoall; size = one rank's
+#                    whole buffer, n blocks of it (nccl-tests' convention)
+#         pingpong:  tidal_pingpong and mpi_pingpong (benchmarks/compare/pingpong.cc),
+#                    2 ranks (-r is ignored): latency = half a round trip, bandwidth =
+#                    a window of 64 sends then an ack; defaults -f 2 -n 10000 -w 1000
 #   -t  the path between ranks of this host (default: tcp)
 #         tcp: all three over loopback TCP (TIDAL_NET=tcp, Open MPI's ob1 with btl tcp,self)
 #         shm: each library's fastest same-host path: Tidal's shm transport, Open MPI's
@@ -18,7 +27,9 @@
 #   -R  run each program this many times and keep each size's best time: on a
 #       shared or small host one run's noise can be larger than the differences
 #   -p  which column of the tables to compare: in-place or out-of-place
-#       (default: in; Gloo's ring is in-place, its out-of-place adds a memcpy)
+#       (default: in for allreduce, Gloo's ring is in-place and its out-of-place
+#       adds a memcpy; out for alltoall, Gloo's alltoall is out-of-place and its
+#       in-place adds a memcpy)
 #   -o  also write the markdown to this file
 #   -L  keep every program's raw output here (default: a fresh temp directory)
 #
@@ -33,16 +44,18 @@ build=build
 ranks="2 4"
 minb=8
 maxb=64M
-factor=4
-iters=20
-warmup=5
-place=in
+factor=
+iters=
+warmup=
+place=
 outfile=
 logdir=
 reps=1
 path=tcp
-while getopts "B:t:r:b:e:f:n:w:R:p:o:L:h" opt; do
+coll=allreduce
+while getopts "C:B:t:r:b:e:f:n:w:R:p:o:L:h" opt; do
   case $opt in
+    C) coll=$OPTARG ;;
     B) build=$OPTARG ;;
     t) path=$OPTARG ;;
     r) ranks=$OPTARG ;;
@@ -55,20 +68,36 @@ while getopts "B:t:r:b:e:f:n:w:R:p:o:L:h" opt; do
     p) place=$OPTARG ;;
     o) outfile=$OPTARG ;;
     L) logdir=$OPTARG ;;
-    *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
+# Per comparison: the Tidal program, the peers' extra flags, the defaults.
+case $coll in
+  allreduce) tidal_prog=all_reduce_perf tidal_extra=(-o sum) peer_extra=() ;;
+  alltoall) tidal_prog=alltoall_perf tidal_extra=() peer_extra=(--collective alltoall) ;;
+  pingpong) tidal_prog=tidal_pingpong tidal_extra=() peer_extra=() ranks=2 ;;
+  *) echo "-C must be 'allreduce', 'alltoall' or 'pingpong'" >&2; exit 2 ;;
+esac
+if [[ $coll == pingpong ]]; then
+  factor=${factor:-2} iters=${iters:-10000} warmup=${warmup:-1000}
+else
+  factor=${factor:-4} iters=${iters:-20} warmup=${warmup:-5}
+fi
+[[ $coll == alltoall ]] && place=${place:-out}
+place=${place:-in}
+place_text=in-place
+[[ $place == out ]] && place_text="out-of-place"
 case $place in in | out) ;; *) echo "-p must be 'in' or 'out'" >&2; exit 2 ;; esac
 case $path in
   tcp)
     export TIDAL_NET=${TIDAL_NET:-tcp}
-    mpi_btl=(--mca pml ob1 --mca btl tcp,self)
+    mpi_btl=(--mca pml ob1 --mca btl "tcp,self")
     path_text="loopback TCP"
     ;;
   shm)
     export TIDAL_NET=${TIDAL_NET:-}
     [[ -n $TIDAL_NET ]] || unset TIDAL_NET
-    mpi_btl=(--mca pml ob1 --mca btl vader,self)
+    mpi_btl=(--mca pml ob1 --mca btl "vader,self")
     path_text="shared memory (Gloo: loopback TCP)"
     ;;
   *) echo "-t must be 'tcp' or 'shm'" >&2; exit 2 ;;
@@ -99,12 +128,13 @@ run() {
 # recorded once, and rank 0's table goes to $logdir/<peer>_np<N>.r<rep>.log.
 run_tidal() {
   local np=$1 rep=$2
-  local cmd=("$tidalrun" -np "$np" "$bindir/all_reduce_perf" "${common[@]}" -d float -o sum)
+  local cmd=("$tidalrun" -np "$np" "$bindir/$tidal_prog" "${common[@]}")
+  [[ $coll == pingpong ]] || cmd+=(-d float "${tidal_extra[@]}")
   ((rep == 1)) && commands+=("${TIDAL_NET:+TIDAL_NET=$TIDAL_NET }${cmd[*]}")
-  if [[ -x $tidalrun && -x $bindir/all_reduce_perf ]]; then
+  if [[ -x $tidalrun && -x $bindir/$tidal_prog ]]; then
     run "tidal_np$np.r$rep" "${cmd[@]}"
   else
-    echo "skipping Tidal: $tidalrun or all_reduce_perf not built" >&2
+    echo "skipping Tidal: $tidalrun or $tidal_prog not built" >&2
   fi
 }
 
@@ -113,20 +143,23 @@ run_mpi() {
   # -t tcp: ob1 + tcp, the same loopback TCP path as the other two; -t shm:
   # ob1 + vader, Open MPI's default on one host. No binding, as tidalrun and
   # the Gloo loop do not bind either.
+  local prog=mpi_allreduce_perf
+  [[ $coll == pingpong ]] && prog=mpi_pingpong
   local cmd=(mpirun --allow-run-as-root --oversubscribe -np "$np" --bind-to none
-    "${mpi_btl[@]}" "$bindir/mpi_allreduce_perf" "${common[@]}")
+    "${mpi_btl[@]}" "$bindir/$prog" "${common[@]}" "${peer_extra[@]}")
   ((rep == 1)) && commands+=("${cmd[*]}")
-  if [[ -x $bindir/mpi_allreduce_perf ]] && command -v mpirun >/dev/null; then
+  if [[ -x $bindir/$prog ]] && command -v mpirun >/dev/null; then
     run "mpi_np$np.r$rep" "${cmd[@]}"
   else
-    echo "skipping MPI: mpi_allreduce_perf not built or no mpirun" >&2
+    echo "skipping MPI: $prog not built or no mpirun" >&2
   fi
 }
 
 run_gloo() {
   local np=$1 rep=$2
   local bin=$bindir/gloo_allreduce_perf name=gloo_np$np.r$rep
-  ((rep == 1)) && commands+=("store=\$(mktemp -d); for r in \$(seq 0 $((np - 1))); do RANK=\$r WORLD_SIZE=$np $bin --store-dir \$store ${common[*]} & done; wait")
+  [[ $coll == pingpong ]] && return
+  ((rep == 1)) && commands+=("store=\$(mktemp -d); for r in \$(seq 0 $((np - 1))); do RANK=\$r WORLD_SIZE=$np $bin --store-dir \$store ${common[*]}${peer_extra[*]:+ ${peer_extra[*]}} & done; wait")
   if [[ ! -x $bin ]]; then
     echo "skipping Gloo: gloo_allreduce_perf not built" >&2
     return
@@ -138,7 +171,7 @@ run_gloo() {
     local out=/dev/null
     ((r == 0)) && out=$logdir/$name.log
     RANK=$r WORLD_SIZE=$np timeout "$timeout_s" "$bin" --store-dir "$store" "${common[@]}" \
-      >"$out" 2>"$logdir/$name.rank$r.err" &
+      "${peer_extra[@]}" >"$out" 2>"$logdir/$name.rank$r.err" &
     pids+=($!)
   done
   for r in "${pids[@]}"; do wait "$r" || failed=1; done
@@ -150,6 +183,58 @@ run_gloo() {
   fi
 }
 
+# awk code both tables share: `peer`, the library whose log is being read
+# (its file name up to "_np"); the sizes in the order first seen; and
+# markdown(header), which prints the table, one row per size, the cells after
+# the size coming from the program's own row(size).
+# shellcheck disable=SC2016 # awk code, not shell expansions
+awk_common='
+    function human(b) {
+      if (b >= 1048576 && b % 1048576 == 0) return (b / 1048576) " MiB"
+      if (b >= 1024 && b % 1024 == 0) return (b / 1024) " KiB"
+      return b " B"
+    }
+    function markdown(header,   i, k, rule, cells) {
+      k = split(header, cells, "|")
+      rule = "|"
+      for (i = 1; i <= k; i++) rule = rule "---:|"
+      print "| " header " |"
+      print rule
+      for (i = 1; i <= n; i++) print "| " human(order[i]) " | " row(order[i]) " |"
+    }
+    FNR == 1 { peer = FILENAME; sub(/.*\//, "", peer); sub(/_np.*/, "", peer) }
+    /^#/ || NF < 6 { next }
+    !($1 in seen) { seen[$1] = 1; order[++n] = $1 }
+'
+
+# Prints the ping-pong table from all the logs, keeping each size's best
+# (lowest) latency and best (highest) bandwidth per library over repetitions.
+pingpong_table() {
+  local logs=()
+  shopt -s nullglob
+  logs=("$logdir"/tidal_np2.r*.log "$logdir"/mpi_np2.r*.log)
+  shopt -u nullglob
+  awk "$awk_common"'
+    function value(a, p, s) { return ((p, s) in a) ? a[p, s] : "n/a" }
+    function ratio(a, p, q, s) {
+      if (!((p, s) in a) || !((q, s) in a) || a[q, s] + 0 == 0) return "n/a"
+      return sprintf("%.2fx", a[p, s] / a[q, s])
+    }
+    function row(s) {
+      return value(lat, "tidal", s) " | " value(lat, "mpi", s) " | " ratio(lat, "mpi", "tidal", s) \
+        " | " value(bw, "tidal", s) " | " value(bw, "mpi", s) " | " ratio(bw, "tidal", "mpi", s)
+    }
+    NF != 6 { next }
+    {
+      if (!((peer, $1) in lat) || $3 + 0 < lat[peer, $1] + 0) lat[peer, $1] = $3
+      if (!((peer, $1) in bw) || $5 + 0 > bw[peer, $1] + 0) bw[peer, $1] = $5
+    }
+    END {
+      markdown("Size | Tidal latency (us) | MPI latency (us) | MPI latency / Tidal latency" \
+        " | Tidal bw (MB/s) | MPI bw (MB/s) | Tidal bw / MPI bw")
+    }' "${logs[@]}" /dev/null
+}
+
 # Prints the markdown table for one rank count from all the logs of that
 # count, keeping each size's best (lowest) time per peer over repetitions.
 table() {
@@ -158,36 +243,27 @@ table() {
   shopt -s nullglob
   logs=("$logdir"/tidal_np"$np".r*.log "$logdir"/mpi_np"$np".r*.log "$logdir"/gloo_np"$np".r*.log)
   shopt -u nullglob
-  awk -v place="$place" '
-    function human(b) {
-      if (b >= 1048576 && b % 1048576 == 0) return (b / 1048576) " MiB"
-      if (b >= 1024 && b % 1024 == 0) return (b / 1024) " KiB"
-      return b " B"
-    }
+  awk -v place="$place" "$awk_common"'
     function cell(p, s) { return ((p, s) in time) ? time[p, s] " | " busbw[p, s] : "n/a | n/a" }
     function ratio(p, s) {
       if (!((p, s) in time) || !(("tidal", s) in time) || time["tidal", s] + 0 == 0) return "n/a"
       return sprintf("%.2fx", time[p, s] / time["tidal", s])
     }
-    FNR == 1 { peer = FILENAME; sub(/.*\//, "", peer); sub(/_np.*/, "", peer) }
-    /^#/ || NF < 13 { next }
+    function row(s) {
+      return cell("tidal", s) " | " cell("mpi", s) " | " cell("gloo", s) " | " ratio("mpi", s) \
+        " | " ratio("gloo", s)
+    }
+    NF < 13 { next }
     {
       t = (place == "in") ? $10 : $6
       bw = (place == "in") ? $12 : $8
-      if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 }
       if (!((peer, $1) in time) || t + 0 < time[peer, $1] + 0) {
         time[peer, $1] = t; busbw[peer, $1] = bw
       }
     }
     END {
-      printf "| Size | Tidal time (us) | Tidal busbw (GB/s) | MPI time (us) | MPI busbw (GB/s) |"
-      printf " Gloo time (us) | Gloo busbw (GB/s) | MPI time / Tidal time | Gloo time / Tidal time |\n"
-      printf "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-      for (i = 1; i <= n; i++) {
-        s = order[i]
-        printf "| %s | %s | %s | %s | %s | %s |\n", human(s), cell("tidal", s), cell("mpi", s),
-          cell("gloo", s), ratio("mpi", s), ratio("gloo", s)
-      }
+      markdown("Size | Tidal time (us) | Tidal busbw (GB/s) | MPI time (us) | MPI busbw (GB/s)" \
+        " | Gloo time (us) | Gloo busbw (GB/s) | MPI time / Tidal time | Gloo time / Tidal time")
     }' "${logs[@]}" /dev/null
 }
 
@@ -204,20 +280,34 @@ report() {
   cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
   mpiv=$(mpirun --version 2>/dev/null | head -n 1)
   gloov=$(dpkg-query -W -f '${Version}' libgloo-dev 2>/dev/null)
-  echo "## AllReduce, float32 sum, one host over $path_text"
+  local title="AllReduce, float32 sum" factor_text="2(n-1)/n"
+  [[ $coll == alltoall ]] && title="AllToAll, float32" factor_text="(n-1)/n"
+  [[ $coll == pingpong ]] && title="Send/Recv ping-pong, 2 ranks" path_text=${path_text% (Gloo*}
+  echo "## $title, one host over $path_text"
   echo
   echo "$(date -u +%Y-%m-%d), $(uname -sr), ${cpu:-unknown CPU}, $(nproc) cores;"
-  echo "${mpiv:-no mpirun}; Gloo ${gloov:-unknown}; TIDAL_NET=${TIDAL_NET:-unset (per pair: shm on one host)}."
-  echo "Times are per call, averaged over $iters iterations and over ranks (-a 1), best of $reps run(s);"
-  echo "busbw = size / time x 2(n-1)/n; ${place}-place results; a ratio above 1 means Tidal is faster."
-  for np in $ranks; do
+  if [[ $coll == pingpong ]]; then
+    echo "${mpiv:-no mpirun}; TIDAL_NET=${TIDAL_NET:-unset (per pair: shm on one host)}."
+    echo "Latency = half a round trip, up to $iters iterations after warm-up; bandwidth = windows of"
+    echo "64 back-to-back sends and a 4-byte ack, MB/s = 10^6 B/s; large sizes run fewer iterations"
+    echo "(about 1 GiB per measurement, at least 2); best of $reps run(s); a ratio above 1 means Tidal is faster."
     echo
-    echo "### $np ranks"
-    echo
-    table "$np"
-  done
+    pingpong_table
+  else
+    echo "${mpiv:-no mpirun}; Gloo ${gloov:-unknown}; TIDAL_NET=${TIDAL_NET:-unset (per pair: shm on one host)}."
+    echo "Times are per call, averaged over $iters iterations and over ranks (-a 1), best of $reps run(s);"
+    echo "busbw = size / time x $factor_text; ${place_text} results; a ratio above 1 means Tidal is faster."
+    for np in $ranks; do
+      echo
+      echo "### $np ranks"
+      echo
+      table "$np"
+    done
+  fi
   echo
-  echo "Commands (compare.sh -B $build -t $path -r \"$ranks\" -b $minb -e $maxb -f $factor -n $iters -w $warmup -R $reps -p $place):"
+  local cflag=
+  [[ $coll == allreduce ]] || cflag="-C $coll "
+  echo "Commands (compare.sh ${cflag}-B $build -t $path -r \"$ranks\" -b $minb -e $maxb -f $factor -n $iters -w $warmup -R $reps -p $place):"
   echo
   local c
   for c in "${commands[@]}"; do echo "    $c"; done

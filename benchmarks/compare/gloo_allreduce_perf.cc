@@ -1,6 +1,7 @@
-// Gloo's ring allreduce (gloo::AllreduceRing, float sum) over its TCP
-// transport, timed like all_reduce_perf and printed in the same nccl-tests
-// table so that compare.sh can line the two up.
+// Gloo's ring allreduce (gloo::AllreduceRing, float sum) or, with
+// --collective alltoall, gloo::alltoall (float), over its TCP transport, timed
+// like all_reduce_perf / alltoall_perf and printed in the same nccl-tests
+// table so that compare.sh can line them up.
 //
 // Launch N processes with RANK / WORLD_SIZE (torchrun style, as tidalrun
 // sets them) or under mpirun (OMPI_COMM_WORLD_*); they rendezvous through a
@@ -12,6 +13,12 @@
 // AllreduceRing reduces in place. The out-of-place column copies sendbuff
 // into recvbuff first and then reduces in place, which is what an
 // out-of-place allreduce costs a Gloo user.
+//
+// gloo::alltoall needs distinct input and output buffers. Its out-of-place
+// column is the call itself; its in-place column copies recvbuff to a scratch
+// buffer first, which is what an in-place alltoall costs a Gloo user. Sizes
+// follow alltoall_perf: "size" is one rank's whole buffer (count / n * n
+// floats), the count column is one block (count / n), busbw = algbw (n-1)/n.
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +35,7 @@
 #include <fmt/format.h>
 #include <gloo/allgather_ring.h>
 #include <gloo/allreduce_ring.h>
+#include <gloo/alltoall.h>
 #include <gloo/barrier_all_to_all.h>
 #include <gloo/broadcast_one_to_all.h>
 #include <gloo/config.h>
@@ -35,6 +44,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <CLI/CLI.hpp>
 
+#include "host_buffer.h"
 #include "options.h"
 #include "report.h"
 #include "timer.h"
@@ -52,47 +62,41 @@ int envInt(std::initializer_list<const char*> names) {
   return -1;
 }
 
-// Page-aligned, pre-faulted host buffer (same treatment as all_reduce_perf).
-struct Buffer {
-  explicit Buffer(size_t bytes) {
-    void* p = nullptr;
-    const size_t rounded = std::max<size_t>((bytes + 4095) / 4096 * 4096, 4096);
-    if (posix_memalign(&p, 4096, rounded) != 0) throw std::bad_alloc();
-    std::memset(p, 0, rounded);
-    data.reset(static_cast<float*>(p));
-  }
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  std::unique_ptr<float, Free> data;
-};
+using Buffer = tidal::compare::HostBuffer<float>;
 
 // Small integers: every partial sum is exact in float, so the check is exact.
 float inputValue(int rank, size_t i) { return static_cast<float>((i * 7 + rank * 13) % 64); }
 
+// AllToAll input of rank r at index i: the sender and the place both show.
+float exchangeValue(int rank, size_t i) { return static_cast<float>(rank * 4096 + i % 4093); }
+
+enum class Kind { kAllreduce, kAlltoall };
+
 class GlooBench {
  public:
-  GlooBench(const PerfOptions& opts, std::shared_ptr<gloo::Context> ctx)
-      : opts_(opts), ctx_(std::move(ctx)), reporter_(ctx_->rank == 0) {}
+  GlooBench(const PerfOptions& opts, Kind kind, std::shared_ptr<gloo::Context> ctx)
+      : opts_(opts), kind_(kind), ctx_(std::move(ctx)), reporter_(ctx_->rank == 0) {}
 
   int run() {
     reporter_.line(tidal::perf::optionsBanner(opts_));
-    reporter_.line(fmt::format("# Peer: gloo::AllreduceRing<float> (Gloo {}.{}.{}, tcp transport)",
-                               GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH));
+    reporter_.line(
+        fmt::format("# Peer: {} (Gloo {}.{}.{}, tcp transport)",
+                    isAlltoall() ? "gloo::alltoall<float>" : "gloo::AllreduceRing<float>",
+                    GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH));
     reporter_.line("#");
     printDevices();
     reporter_.line("#");
 
     Buffer send(opts_.maxBytes), recv(opts_.maxBytes);
+    if (isAlltoall()) scratch_.emplace(opts_.maxBytes);
     reporter_.columnHeader("time");
-    const size_t maxCount = opts_.maxBytes / sizeof(float);
-    const size_t minCount = opts_.minBytes / sizeof(float);
-    warmup(recv.data.get(), maxCount);
-    warmup(recv.data.get(), minCount);
+    warmup(send.data.get(), recv.data.get(), bufferCount(opts_.maxBytes / sizeof(float)));
+    warmup(send.data.get(), recv.data.get(), bufferCount(opts_.minBytes / sizeof(float)));
 
     for (size_t bytes : tidal::perf::sweepSizes(opts_)) {
-      const size_t count = bytes / sizeof(float);
-      reporter_.rowStart(count * sizeof(float), count, "float", "sum", -1);
+      const size_t count = bufferCount(bytes / sizeof(float));
+      reporter_.rowStart(count * sizeof(float), isAlltoall() ? count / ctx_->size : count, "float",
+                         isAlltoall() ? "none" : "sum", -1);
       bench(send.data.get(), recv.data.get(), count, /*inPlace=*/false);
       bench(send.data.get(), recv.data.get(), count, /*inPlace=*/true);
       reporter_.rowEnd();
@@ -103,24 +107,71 @@ class GlooBench {
   }
 
  private:
-  void warmup(float* buf, size_t count) {
+  bool isAlltoall() const { return kind_ == Kind::kAlltoall; }
+
+  // Elements in one rank's buffer for `count` elements asked for: AllToAll
+  // sends whole blocks of count / n.
+  size_t bufferCount(size_t count) const {
+    return isAlltoall() ? count / ctx_->size * ctx_->size : count;
+  }
+
+  void warmup(float* send, float* recv, size_t count) {
     if (count == 0 || alone()) return;
-    gloo::AllreduceRing<float> ring(ctx_, {buf}, static_cast<int>(count));
-    for (int i = 0; i < opts_.warmupIters; ++i) ring.run();
+    const std::function<void()> once = operation(send, recv, count, /*inPlace=*/false);
+    for (int i = 0; i < opts_.warmupIters; ++i) once();
+  }
+
+  // One call as nccl-tests issues it, on `count` elements of send / recv.
+  std::function<void()> operation(float* send, float* recv, size_t count, bool inPlace) {
+    const size_t bytes = count * sizeof(float);
+    if (isAlltoall()) {
+      if (count == 0 || alone()) return [=] { std::memcpy(recv, send, inPlace ? 0 : bytes); };
+      float* input = inPlace ? scratch_->data.get() : send;
+      auto options = std::make_shared<gloo::AlltoallOptions>(ctx_);
+      options->setInput(input, count);
+      options->setOutput(recv, count);
+      // In place = copy the input aside + out of place.
+      return [=] {
+        if (inPlace) std::memcpy(input, recv, bytes);
+        gloo::alltoall(*options);
+      };
+    }
+    std::shared_ptr<gloo::AllreduceRing<float>> ring;
+    if (count && !alone()) {
+      ring = std::make_shared<gloo::AllreduceRing<float>>(ctx_, std::vector<float*>{recv},
+                                                          static_cast<int>(count));
+    }
+    // Out of place = copy + in place.
+    return [=] {
+      if (!inPlace) std::memcpy(recv, send, bytes);
+      if (ring) ring->run();
+    };
+  }
+
+  void fill(float* input, size_t count) const {
+    const int rank = ctx_->rank;
+    for (size_t i = 0; i < count; ++i) {
+      input[i] = isAlltoall() ? exchangeValue(rank, i) : inputValue(rank, i);
+    }
+  }
+
+  // What element i of rank `rank`'s output must hold.
+  float expected(size_t i, size_t count) const {
+    const int n = ctx_->size;
+    if (isAlltoall()) {
+      const size_t block = count / n;
+      return exchangeValue(static_cast<int>(i / block), ctx_->rank * block + i % block);
+    }
+    float want = 0;
+    for (int r = 0; r < n; ++r) want += inputValue(r, i);
+    return want;
   }
 
   void bench(float* send, float* recv, size_t count, bool inPlace) {
-    const int rank = ctx_->rank;
     float* input = inPlace ? recv : send;
-    std::optional<gloo::AllreduceRing<float>> ring;
-    if (count && !alone()) ring.emplace(ctx_, std::vector<float*>{recv}, static_cast<int>(count));
-    // One allreduce as nccl-tests issues them: out of place = copy + in place.
-    auto once = [&] {
-      if (!inPlace) std::memcpy(recv, send, count * sizeof(float));
-      if (ring) ring->run();
-    };
+    const std::function<void()> once = operation(send, recv, count, inPlace);
 
-    for (size_t i = 0; i < count; ++i) input[i] = inputValue(rank, i);
+    fill(input, count);
     once();
     barrier();
     tidal::perf::Stopwatch watch;
@@ -132,20 +183,16 @@ class GlooBench {
         combineTimes(watch.seconds() / (static_cast<double>(opts_.iters) * opts_.aggIters));
     const double algBw = seconds > 0 ? count * sizeof(float) / 1.0e9 / seconds : 0.0;
     const int n = ctx_->size;
-    const double busBw = algBw * 2.0 * (n - 1) / n;
+    const double busBw = algBw * (isAlltoall() ? 1.0 : 2.0) * (n - 1) / n;
 
     std::optional<int64_t> wrong;
     if (opts_.check) {
       wrong = 0;
       for (int pass = 0; pass < opts_.check && *wrong == 0; ++pass) {
-        for (size_t i = 0; i < count; ++i) input[i] = inputValue(rank, i);
+        fill(input, count);
         once();
         double mine = 0;
-        for (size_t i = 0; i < count; ++i) {
-          float want = 0;
-          for (int r = 0; r < n; ++r) want += inputValue(r, i);
-          mine += recv[i] != want;
-        }
+        for (size_t i = 0; i < count; ++i) mine += recv[i] != expected(i, count);
         wrong = static_cast<int64_t>(allreduce(mine, gloo::ReductionFunction<double>::sum));
       }
       if (*wrong) ++failed_;
@@ -212,12 +259,22 @@ class GlooBench {
   }
 
   const PerfOptions& opts_;
+  Kind kind_;
   std::shared_ptr<gloo::Context> ctx_;
+  std::optional<Buffer> scratch_;  // AllToAll's in-place input copy
   Reporter reporter_;
   int64_t failed_ = 0;
   double bwSum_ = 0;
   int bwCount_ = 0;
 };
+
+// Sets `name.<rank>` in the store, then waits until every rank has set its.
+void meetInStore(gloo::rendezvous::Store& store, const std::string& name, int rank, int size) {
+  store.set(fmt::format("{}.{}", name, rank), {1});
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(fmt::format("{}.{}", name, r));
+  store.wait(keys);
+}
 
 }  // namespace
 
@@ -225,8 +282,12 @@ int main(int argc, char** argv) {
   PerfOptions opts;
   std::string storeDir;
   std::string hostname = "127.0.0.1";
-  CLI::App app{"Gloo AllreduceRing benchmark: all_reduce_perf's flags and table."};
+  std::string collective = "allreduce";
+  CLI::App app{"Gloo AllreduceRing / alltoall benchmark: the *_perf flags and table."};
   tidal::perf::addPerfOptions(app, opts);
+  app.add_option("--collective", collective, "What to time (-C is nccl-tests' report_cputime)")
+      ->check(CLI::IsMember({"allreduce", "alltoall"}))
+      ->capture_default_str();
   app.add_option("--store-dir", storeDir,
                  "Rendezvous directory shared by all ranks, fresh per run "
                  "(default /tmp/gloo_allreduce_perf.$MASTER_PORT)")
@@ -243,9 +304,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (opts.datatype != tidalFloat || opts.op != tidalSum) {
-    std::fprintf(stderr, "gloo_allreduce_perf measures float sum only (-d float -o sum)\n");
+    std::fprintf(stderr, "gloo_allreduce_perf measures float (sum) only (-d float -o sum)\n");
     return 1;
   }
+  const Kind kind = collective == "alltoall" ? Kind::kAlltoall : Kind::kAllreduce;
   const int rank = envInt({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"});
   const int size = envInt({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
   if (rank < 0 || size <= 0 || rank >= size) {
@@ -271,10 +333,22 @@ int main(int argc, char** argv) {
     auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
     gloo::rendezvous::FileStore store(storeDir);
     context->connectFullMesh(store, device);
-    GlooBench bench(opts, context);
+    GlooBench bench(opts, kind, context);
     const int rc = bench.run();
-    // run() ended with a barrier: no rank still needs the store.
-    if (defaultStore && rank == 0) std::filesystem::remove_all(storeDir);
+    // A rank that closes its connections while a peer still waits for the
+    // completion of its last send fails that peer ("Connection closed by
+    // peer"), so the ranks meet once more through the store, which needs no
+    // connection, before any of them tears its connections down.
+    meetInStore(store, "done", rank, size);
+    if (defaultStore && rank == 0) {
+      // Every rank has seen all "done" keys once each has set its "left".
+      std::vector<std::string> left;
+      for (int r = 1; r < size; ++r) left.push_back(fmt::format("left.{}", r));
+      if (!left.empty()) store.wait(left);
+      std::filesystem::remove_all(storeDir);
+    } else if (defaultStore) {
+      store.set(fmt::format("left.{}", rank), {1});
+    }
     return rc;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: %s\n", rank, e.what());

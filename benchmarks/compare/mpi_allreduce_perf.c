@@ -1,17 +1,27 @@
 /*
- * MPI_Allreduce timed the way all_reduce_perf times tidalAllReduce, printing
- * the same nccl-tests table so compare.sh can line the two up.
+ * MPI_Allreduce timed the way all_reduce_perf times tidalAllReduce, or (with
+ * --collective alltoall) MPI_Alltoall timed the way alltoall_perf times
+ * tidalAlltoAll, printing the same nccl-tests table so compare.sh can line
+ * them up.
  *
  *   mpirun -np 4 build/benchmarks/mpi_allreduce_perf -b 8 -e 64M -f 4
+ *   mpirun -np 4 build/benchmarks/mpi_allreduce_perf --collective alltoall -b 8 -e 64M -f 4
  *
  * Flags (nccl-tests spelling): -b/--minbytes -e/--maxbytes (K/M/G suffixes),
  * -i/--stepbytes, -f/--stepfactor, -n/--iters, -w/--warmup_iters,
  * -m/--agg_iters, -c/--check, -a/--average, -z/--blocking, -d/--datatype
- * (float|double), -o/--op (sum).
+ * (float|double), -o/--op (sum; allreduce only), and --collective
+ * (allreduce|alltoall, default allreduce; -C is nccl-tests' report_cputime).
  *
  * Out-of-place passes separate buffers; in-place passes MPI_IN_PLACE.
- * Inputs are small integers so the float sum is exact in any order and the
- * result is checked bit for bit, as all_reduce_perf does.
+ * Allreduce inputs are small integers so the float sum is exact in any order
+ * and the result is checked bit for bit, as all_reduce_perf does.
+ *
+ * AllToAll follows alltoall_perf: "size" is one rank's whole buffer, of
+ * count / n * n elements, and each of the n blocks (count / n elements, the
+ * count printed) goes to one rank; busbw = algbw * (n-1)/n. Every element
+ * names its sender and its place, so a block landing at the wrong rank or
+ * offset is counted wrong.
  */
 #define _GNU_SOURCE /* getopt_long, gethostname, posix_memalign */
 #include <getopt.h>
@@ -25,10 +35,26 @@
 typedef struct {
   size_t minBytes, maxBytes, stepBytes, stepFactor;
   int iters, warmupIters, aggIters, check, average, blocking;
-  int isDouble; /* 0: float, 1: double */
+  int isDouble;   /* 0: float, 1: double */
+  int isAlltoall; /* 0: MPI_Allreduce, 1: MPI_Alltoall */
 } Options;
 
 static int rank_ = 0, nranks_ = 1;
+
+/* What differs between the timed collectives; the sweep, timing and table
+ * are shared. `count` is the element count a size gives (size / element). */
+typedef struct {
+  const char* peerName; /* MPI call, printed in the header */
+  const char* opName;   /* the redop column */
+  /* Elements in one rank's buffer, as the size column shows them. */
+  size_t (*bufferCount)(size_t count);
+  /* The count argument of the call, as the count column shows it. */
+  size_t (*callCount)(size_t count);
+  double (*busFactor)(void);
+  void (*call)(const void* send, void* recv, size_t callCount, MPI_Datatype type);
+  void (*fill)(void* buf, size_t bufferCount, int isDouble);
+  long long (*countWrong)(const void* buf, size_t bufferCount, int isDouble);
+} Collective;
 
 /* "64M" -> 67108864; K/M/G are powers of 1024 as in nccl-tests. 0 on error. */
 static int parseSize(const char* text, size_t* out) {
@@ -63,11 +89,12 @@ static int parseSize(const char* text, size_t* out) {
 
 static void usage(const char* argv0) {
   if (rank_ == 0) {
-    fprintf(stderr,
-            "usage: %s [-b minbytes] [-e maxbytes] [-i stepbytes] [-f stepfactor] [-n iters]\n"
-            "          [-w warmup_iters] [-m agg_iters] [-c check] [-a average 0-3]\n"
-            "          [-z blocking] [-d float|double] [-o sum]\n",
-            argv0);
+    fprintf(
+        stderr,
+        "usage: %s [-b minbytes] [-e maxbytes] [-i stepbytes] [-f stepfactor] [-n iters]\n"
+        "          [-w warmup_iters] [-m agg_iters] [-c check] [-a average 0-3]\n"
+        "          [-z blocking] [-d float|double] [-o sum] [--collective allreduce|alltoall]\n",
+        argv0);
   }
 }
 
@@ -85,6 +112,7 @@ static int parseOptions(int argc, char** argv, Options* o) {
                                               {"blocking", required_argument, 0, 'z'},
                                               {"datatype", required_argument, 0, 'd'},
                                               {"op", required_argument, 0, 'o'},
+                                              {"collective", required_argument, 0, 'K'},
                                               {"help", no_argument, 0, 'h'},
                                               {0, 0, 0, 0}};
   int c;
@@ -98,6 +126,7 @@ static int parseOptions(int argc, char** argv, Options* o) {
   o->average = 1;
   o->blocking = 0;
   o->isDouble = 0;
+  o->isAlltoall = 0;
   while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:m:c:a:z:d:o:h", longOptions, NULL)) != -1) {
     int ok = 1;
     switch (c) {
@@ -143,6 +172,10 @@ static int parseOptions(int argc, char** argv, Options* o) {
       case 'o':
         ok = !strcmp(optarg, "sum");
         break;
+      case 'K':
+        ok = !strcmp(optarg, "allreduce") || !strcmp(optarg, "alltoall");
+        o->isAlltoall = !strcmp(optarg, "alltoall");
+        break;
       default:
         usage(argv[0]);
         return 1;
@@ -164,30 +197,76 @@ static int parseOptions(int argc, char** argv, Options* o) {
 /* Input of rank r at index i: small integers, so any summation order is exact. */
 static double inputValue(int r, size_t i) { return (double)((i * 7 + (size_t)r * 13) % 64); }
 
-static void fillInput(void* buf, size_t count, int isDouble) {
-  size_t i;
-  for (i = 0; i < count; i++) {
-    if (isDouble)
-      ((double*)buf)[i] = inputValue(rank_, i);
-    else
-      ((float*)buf)[i] = (float)inputValue(rank_, i);
-  }
+/* AllToAll input of rank r at index i of its buffer: the sender and the place
+ * both show, and every value is exact in float for up to 4096 ranks. */
+static double exchangeValue(int r, size_t i) { return (double)((size_t)r * 4096 + i % 4093); }
+
+static void store(void* buf, size_t i, double value, int isDouble) {
+  if (isDouble)
+    ((double*)buf)[i] = value;
+  else
+    ((float*)buf)[i] = (float)value;
 }
 
-static long long countWrong(const void* buf, size_t count, int isDouble) {
+static int differs(const void* buf, size_t i, double want, int isDouble) {
+  return isDouble ? ((const double*)buf)[i] != want : ((const float*)buf)[i] != (float)want;
+}
+
+static size_t sameCount(size_t count) { return count; }
+static double allreduceBusFactor(void) { return 2.0 * (nranks_ - 1) / nranks_; }
+
+static void allreduceCall(const void* send, void* recv, size_t count, MPI_Datatype type) {
+  MPI_Allreduce(send, recv, (int)count, type, MPI_SUM, MPI_COMM_WORLD);
+}
+
+static void allreduceFill(void* buf, size_t count, int isDouble) {
+  size_t i;
+  for (i = 0; i < count; i++) store(buf, i, inputValue(rank_, i), isDouble);
+}
+
+static long long allreduceWrong(const void* buf, size_t count, int isDouble) {
   long long wrong = 0;
   size_t i;
   int r;
   for (i = 0; i < count; i++) {
     double want = 0;
     for (r = 0; r < nranks_; r++) want += inputValue(r, i);
-    if (isDouble)
-      wrong += ((const double*)buf)[i] != want;
-    else
-      wrong += ((const float*)buf)[i] != (float)want;
+    wrong += differs(buf, i, want, isDouble);
   }
   return wrong;
 }
+
+static size_t alltoallBufferCount(size_t count) { return count / (size_t)nranks_ * nranks_; }
+static size_t alltoallCallCount(size_t count) { return count / (size_t)nranks_; }
+static double alltoallBusFactor(void) { return (double)(nranks_ - 1) / nranks_; }
+
+static void alltoallCall(const void* send, void* recv, size_t block, MPI_Datatype type) {
+  MPI_Alltoall(send, (int)block, type, recv, (int)block, type, MPI_COMM_WORLD);
+}
+
+static void alltoallFill(void* buf, size_t count, int isDouble) {
+  size_t i;
+  for (i = 0; i < count; i++) store(buf, i, exchangeValue(rank_, i), isDouble);
+}
+
+/* Block q of the output is block `rank_` of rank q's input. */
+static long long alltoallWrong(const void* buf, size_t count, int isDouble) {
+  const size_t block = count / (size_t)nranks_;
+  long long wrong = 0;
+  size_t i;
+  for (i = 0; i < block * nranks_; i++) {
+    const int from = (int)(i / block);
+    wrong += differs(buf, i, exchangeValue(from, (size_t)rank_ * block + i % block), isDouble);
+  }
+  return wrong;
+}
+
+static const Collective kAllreduce = {
+    "MPI_Allreduce",    "sum",         sameCount,     sameCount,
+    allreduceBusFactor, allreduceCall, allreduceFill, allreduceWrong};
+static const Collective kAlltoall = {
+    "MPI_Alltoall",    "none",       alltoallBufferCount, alltoallCallCount,
+    alltoallBusFactor, alltoallCall, alltoallFill,        alltoallWrong};
 
 static double combineTimes(double seconds, int average) {
   double result = seconds;
@@ -217,7 +296,7 @@ static void printTime(double us) {
     printf("  %7.2f", us);
 }
 
-static void printHeader(const Options* o) {
+static void printHeader(const Options* o, const Collective* coll) {
   char host[120];
   char* all = NULL;
   char line[256];
@@ -239,7 +318,7 @@ static void printHeader(const Options* o) {
       "agg iters: %d validation: %d graph: 0\n",
       o->minBytes, o->maxBytes, o->stepFactor > 1 ? o->stepFactor : o->stepBytes,
       o->stepFactor > 1 ? "factor" : "bytes", o->warmupIters, o->iters, o->aggIters, o->check);
-  printf("# Peer: MPI_Allreduce, %s\n#\n# Using devices\n", version);
+  printf("# Peer: %s, %s\n#\n# Using devices\n", coll->peerName, version);
   for (r = 0; r < nranks_; r++) printf("%s\n", all + sizeof(line) * (size_t)r);
   free(all);
   printf("#\n");
@@ -254,12 +333,9 @@ static void printHeader(const Options* o) {
          "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
 }
 
-static void allreduce(const void* send, void* recv, size_t count, MPI_Datatype type) {
-  MPI_Allreduce(send, recv, (int)count, type, MPI_SUM, MPI_COMM_WORLD);
-}
-
 int main(int argc, char** argv) {
   Options o;
+  const Collective* coll;
   MPI_Datatype type;
   size_t elem, size, bytes;
   char *send = NULL, *recv = NULL;
@@ -274,6 +350,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
+  coll = o.isAlltoall ? &kAlltoall : &kAllreduce;
   type = o.isDouble ? MPI_DOUBLE : MPI_FLOAT;
   elem = o.isDouble ? sizeof(double) : sizeof(float);
   bytes = o.maxBytes < 4096 ? 4096 : (o.maxBytes + 4095) / 4096 * 4096;
@@ -283,37 +360,39 @@ int main(int argc, char** argv) {
   }
   memset(send, 0, bytes); /* fault pages in before timing */
   memset(recv, 0, bytes);
-  printHeader(&o);
+  printHeader(&o, coll);
 
-  for (i = 0; i < o.warmupIters; i++) allreduce(send, recv, o.maxBytes / elem, type);
-  for (i = 0; i < o.warmupIters; i++) allreduce(send, recv, o.minBytes / elem, type);
+  for (i = 0; i < o.warmupIters; i++)
+    coll->call(send, recv, coll->callCount(o.maxBytes / elem), type);
+  for (i = 0; i < o.warmupIters; i++)
+    coll->call(send, recv, coll->callCount(o.minBytes / elem), type);
 
   for (size = o.minBytes; size <= o.maxBytes;
        size = o.stepFactor > 1 ? size * o.stepFactor : size + o.stepBytes) {
-    size_t count = size / elem;
+    const size_t count = coll->bufferCount(size / elem), callCount = coll->callCount(size / elem);
     if (rank_ == 0) {
-      printf("%12zu  %12zu  %8s  %6s  %6i", count * elem, count, o.isDouble ? "double" : "float",
-             "sum", -1);
+      printf("%12zu  %12zu  %8s  %6s  %6i", count * elem, callCount,
+             o.isDouble ? "double" : "float", coll->opName, -1);
     }
     for (inPlace = 0; inPlace <= 1; inPlace++) {
       const void* src = inPlace ? MPI_IN_PLACE : send;
       double start, seconds, algBw, busBw;
       long long wrong = 0, mine;
-      fillInput(inPlace ? recv : send, count, o.isDouble);
-      allreduce(src, recv, count, type);
+      coll->fill(inPlace ? recv : send, count, o.isDouble);
+      coll->call(src, recv, callCount, type);
       MPI_Barrier(MPI_COMM_WORLD);
       start = MPI_Wtime();
       for (i = 0; i < o.iters; i++) {
-        for (j = 0; j < o.aggIters; j++) allreduce(src, recv, count, type);
+        for (j = 0; j < o.aggIters; j++) coll->call(src, recv, callCount, type);
         if (o.blocking) MPI_Barrier(MPI_COMM_WORLD);
       }
       seconds = combineTimes((MPI_Wtime() - start) / ((double)o.iters * o.aggIters), o.average);
       algBw = seconds > 0 ? (double)(count * elem) / 1.0e9 / seconds : 0;
-      busBw = algBw * 2.0 * (nranks_ - 1) / nranks_;
+      busBw = algBw * coll->busFactor();
       for (pass = 0; pass < o.check && wrong == 0; pass++) {
-        fillInput(inPlace ? recv : send, count, o.isDouble);
-        allreduce(src, recv, count, type);
-        mine = countWrong(recv, count, o.isDouble);
+        coll->fill(inPlace ? recv : send, count, o.isDouble);
+        coll->call(src, recv, callCount, type);
+        mine = coll->countWrong(recv, count, o.isDouble);
         MPI_Allreduce(&mine, &wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
       }
       if (wrong) failed++;
