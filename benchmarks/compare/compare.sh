@@ -5,6 +5,7 @@
 #
 #   benchmarks/compare/compare.sh [-B build] [-t tcp|shm] [-r "2 4"] [-b 8] [-e 64M] [-f 4]
 #                                 [-n 20] [-w 5] [-R 1] [-p in|out] [-o out.md] [-L logdir]
+#                                 [-P "tidal mpi gloo"]
 #
 #   -t  the path between ranks of this host (default: tcp)
 #         tcp: all three over loopback TCP (TIDAL_NET=tcp, Open MPI's ob1 with btl tcp,self)
@@ -21,6 +22,10 @@
 #       (default: in; Gloo's ring is in-place, its out-of-place adds a memcpy)
 #   -o  also write the markdown to this file
 #   -L  keep every program's raw output here (default: a fresh temp directory)
+#   -P  which libraries to run                                 (default: "tidal mpi gloo")
+#
+# No library binds its ranks (tidalrun --bind none, mpirun --bind-to none, the
+# Gloo loop starts plain processes): the kernel places all three alike.
 #
 # Environment: TIDAL_NET overrides the transport -t picks for Tidal; RUN_TIMEOUT
 # seconds per run (default 900).
@@ -41,7 +46,8 @@ outfile=
 logdir=
 reps=1
 path=tcp
-while getopts "B:t:r:b:e:f:n:w:R:p:o:L:h" opt; do
+peers="tidal mpi gloo"
+while getopts "B:t:r:b:e:f:n:w:R:p:o:L:P:h" opt; do
   case $opt in
     B) build=$OPTARG ;;
     t) path=$OPTARG ;;
@@ -55,7 +61,8 @@ while getopts "B:t:r:b:e:f:n:w:R:p:o:L:h" opt; do
     p) place=$OPTARG ;;
     o) outfile=$OPTARG ;;
     L) logdir=$OPTARG ;;
-    *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    P) peers=$OPTARG ;;
+    *) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 case $place in in | out) ;; *) echo "-p must be 'in' or 'out'" >&2; exit 2 ;; esac
@@ -99,7 +106,7 @@ run() {
 # recorded once, and rank 0's table goes to $logdir/<peer>_np<N>.r<rep>.log.
 run_tidal() {
   local np=$1 rep=$2
-  local cmd=("$tidalrun" -np "$np" "$bindir/all_reduce_perf" "${common[@]}" -d float -o sum)
+  local cmd=("$tidalrun" -np "$np" --bind none "$bindir/all_reduce_perf" "${common[@]}" -d float -o sum)
   ((rep == 1)) && commands+=("${TIDAL_NET:+TIDAL_NET=$TIDAL_NET }${cmd[*]}")
   if [[ -x $tidalrun && -x $bindir/all_reduce_perf ]]; then
     run "tidal_np$np.r$rep" "${cmd[@]}"
@@ -111,8 +118,7 @@ run_tidal() {
 run_mpi() {
   local np=$1 rep=$2
   # -t tcp: ob1 + tcp, the same loopback TCP path as the other two; -t shm:
-  # ob1 + vader, Open MPI's default on one host. No binding, as tidalrun and
-  # the Gloo loop do not bind either.
+  # ob1 + vader, Open MPI's default on one host. No binding (see the top).
   local cmd=(mpirun --allow-run-as-root --oversubscribe -np "$np" --bind-to none
     "${mpi_btl[@]}" "$bindir/mpi_allreduce_perf" "${common[@]}")
   ((rep == 1)) && commands+=("${cmd[*]}")
@@ -193,9 +199,7 @@ table() {
 
 for np in $ranks; do
   for ((rep = 1; rep <= reps; rep++)); do
-    run_tidal "$np" "$rep"
-    run_mpi "$np" "$rep"
-    run_gloo "$np" "$rep"
+    for peer in $peers; do "run_$peer" "$np" "$rep"; done
   done
 done
 
