@@ -6,7 +6,7 @@
 #
 #   benchmarks/compare/compare.sh [-C allreduce|alltoall|pingpong] [-B build] [-t tcp|shm]
 #                                 [-r "2 4"] [-b 8] [-e 64M] [-f 4] [-n 20] [-w 5] [-R 1]
-#                                 [-p in|out] [-o out.md] [-L logdir]
+#                                 [-p in|out] [-o out.md] [-L logdir] [-P "tidal mpi gloo"]
 #
 #   -C  what to compare                                        (default: allreduce)
 #         allreduce: all_reduce_perf, MPI_Allreduce, gloo::AllreduceRing
@@ -32,6 +32,10 @@
 #       in-place adds a memcpy)
 #   -o  also write the markdown to this file
 #   -L  keep every program's raw output here (default: a fresh temp directory)
+#   -P  which libraries to run                                 (default: "tidal mpi gloo")
+#
+# No library binds its ranks (tidalrun --bind none, mpirun --bind-to none, the
+# Gloo loop starts plain processes): the kernel places all three alike.
 #
 # Environment: TIDAL_NET overrides the transport -t picks for Tidal; RUN_TIMEOUT
 # seconds per run (default 900).
@@ -53,7 +57,8 @@ logdir=
 reps=1
 path=tcp
 coll=allreduce
-while getopts "C:B:t:r:b:e:f:n:w:R:p:o:L:h" opt; do
+peers="tidal mpi gloo"
+while getopts "C:B:t:r:b:e:f:n:w:R:p:o:L:P:h" opt; do
   case $opt in
     C) coll=$OPTARG ;;
     B) build=$OPTARG ;;
@@ -68,7 +73,8 @@ while getopts "C:B:t:r:b:e:f:n:w:R:p:o:L:h" opt; do
     p) place=$OPTARG ;;
     o) outfile=$OPTARG ;;
     L) logdir=$OPTARG ;;
-    *) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    P) peers=$OPTARG ;;
+    *) sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 # Per comparison: the Tidal program, the peers' extra flags, the defaults.
@@ -128,7 +134,7 @@ run() {
 # recorded once, and rank 0's table goes to $logdir/<peer>_np<N>.r<rep>.log.
 run_tidal() {
   local np=$1 rep=$2
-  local cmd=("$tidalrun" -np "$np" "$bindir/$tidal_prog" "${common[@]}")
+  local cmd=("$tidalrun" -np "$np" --bind none "$bindir/$tidal_prog" "${common[@]}")
   [[ $coll == pingpong ]] || cmd+=(-d float "${tidal_extra[@]}")
   ((rep == 1)) && commands+=("${TIDAL_NET:+TIDAL_NET=$TIDAL_NET }${cmd[*]}")
   if [[ -x $tidalrun && -x $bindir/$tidal_prog ]]; then
@@ -141,8 +147,7 @@ run_tidal() {
 run_mpi() {
   local np=$1 rep=$2
   # -t tcp: ob1 + tcp, the same loopback TCP path as the other two; -t shm:
-  # ob1 + vader, Open MPI's default on one host. No binding, as tidalrun and
-  # the Gloo loop do not bind either.
+  # ob1 + vader, Open MPI's default on one host. No binding (see the top).
   local prog=mpi_allreduce_perf
   [[ $coll == pingpong ]] && prog=mpi_pingpong
   local cmd=(mpirun --allow-run-as-root --oversubscribe -np "$np" --bind-to none
@@ -269,9 +274,7 @@ table() {
 
 for np in $ranks; do
   for ((rep = 1; rep <= reps; rep++)); do
-    run_tidal "$np" "$rep"
-    run_mpi "$np" "$rep"
-    run_gloo "$np" "$rep"
+    for peer in $peers; do "run_$peer" "$np" "$rep"; done
   done
 done
 

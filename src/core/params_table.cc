@@ -85,11 +85,11 @@ const std::vector<Definition>& definitions() {
        "ring."},
       {"TIDAL_STAGING_SLOTS", Kind::Int, "4",
        "Receive staging slots of TIDAL_CHUNK_SIZE per connection (persistent, pre-touched)."},
-      {"TIDAL_SPIN_US", Kind::Int, "50",
-       "Microseconds a wait spins before it sleeps in poll(); keep small when oversubscribed."},
+      {"TIDAL_SPIN_US", Kind::Int, "5000",
+       "Microseconds a wait spins (TIDAL_BUSY_POLL says how) before it sleeps in poll()."},
       {"TIDAL_BUSY_POLL", Kind::String, "auto",
-       "How a wait spins: 1 busy-polls, 0 yields the CPU each round, auto busy-polls when the "
-       "host's ranks fit its CPUs."},
+       "How a wait spins: 1 busy-polls (no system call), 0 yields the CPU each round, auto "
+       "busy-polls when the host's ranks fit its CPUs."},
       // CUDA device buffers.
       {"TIDAL_CUDA_DISABLE", Kind::Bool, "0",
        "1: never use CUDA (no context is created; a non-NULL stream is refused)."},

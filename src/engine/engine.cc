@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "core/cpu_relax.h"
@@ -15,7 +16,8 @@
 
 namespace tidal {
 
-Engine::Engine(int rank, EngineOptions options) : rank_(rank), options_(options) {
+Engine::Engine(int rank, EngineOptions options)
+    : rank_(rank), options_(options), spin_(options.spin) {
   staging_.reserve(options_.chunkBytes * static_cast<size_t>(options_.stagingSlots));
 }
 
@@ -50,10 +52,9 @@ Connection& Engine::openRecvConnection(int peer, const char* what) {
 }
 
 namespace {
-// How long a busy-polling wait spins on memory before it starts yielding: a
-// peer with a core of its own answers a shared-memory hop in about a
-// microsecond; one that has not answered in this long is probably not running.
-constexpr auto kPauseWindow = std::chrono::microseconds(10);
+// See Run::endOfWait.
+constexpr auto kShortSleep = std::chrono::microseconds(100);
+constexpr auto kMinSpin = std::chrono::microseconds(50);
 }  // namespace
 
 // The state of one schedule's execution.
@@ -103,6 +104,7 @@ class Engine::Run {
       completeSends();
       if (moved) {
         lastMove = Clock::now();
+        if (waited_) endOfWait(lastMove);
         continue;
       }
       waitForActivity(lastMove);
@@ -229,15 +231,36 @@ class Engine::Run {
     }
   }
 
+  // Adapts the spin to how waits end. A wait that ended while spinning
+  // keeps (or regrows) the full TIDAL_SPIN_US. One that ended within
+  // kShortSleep of going to sleep means the peer could run only once we
+  // stopped spinning, typically because it shares our core (unbound ranks):
+  // spinning then only delays it, so the next waits spin half as long, down
+  // to kMinSpin.
+  void endOfWait(Clock::time_point now) {
+    waited_ = false;
+    auto& spin = e_.spin_;
+    if (!sleptAt_) {
+      spin = std::min(e_.options_.spin, std::max(spin * 2, kMinSpin));
+    } else if (now - *sleptAt_ < kShortSleep) {
+      spin = std::max(std::min(kMinSpin, e_.options_.spin), spin / 2);
+    }
+    sleptAt_.reset();
+  }
+
   void waitForActivity(Clock::time_point lastMove) {
+    waited_ = true;
     const auto now = Clock::now();
-    if (now - lastMove < e_.options_.spin) {
-      if (e_.options_.busyPoll && now - lastMove < kPauseWindow) {
-        cpuRelax();  // the peer has a core of its own: watch memory, no system call
+    if (now - lastMove < e_.spin_) {
+      if (e_.options_.busyPoll) {
+        // The ranks fit the CPUs: watch memory, never yield. A yield costs a
+        // system call, and when other work is runnable the scheduler gives
+        // it our core for a whole time slice (milliseconds), which is what
+        // made small collectives take hundreds of microseconds beside a
+        // busy process (docs/architecture.md, "Spin on memory").
+        cpuRelax();
       } else {
-        // Spin politely: another rank on this core may be the one we wait
-        // for, and a peer that has not answered within the pause window may
-        // have lost its core to some other process.
+        // More ranks than CPUs: the rank we wait for may need this very core.
         sched_yield();
       }
       return;
@@ -245,6 +268,7 @@ class Engine::Run {
     if (now - lastMove > e_.options_.timeout) timeout();
     st_.pollFds.clear();  // reused: no allocation per sleep
     for (Connection* c : st_.connections) c->addPollFds(st_.pollFds);
+    if (!sleptAt_) sleptAt_ = now;
     // Short sleeps keep abort and the timeout responsive.
     ::poll(st_.pollFds.data(), st_.pollFds.size(), 100);
   }
@@ -271,6 +295,8 @@ class Engine::Run {
   size_t nextSend_ = 0, sendsDone_ = 0;
   size_t nextRecvPost_ = 0, recvsDone_ = 0;
   int freeSlots_ = 0, nextSlot_ = 0;
+  bool waited_ = false;                       // waitForActivity ran since the last move
+  std::optional<Clock::time_point> sleptAt_;  // this wait's first sleep
 };
 
 void Engine::StepReducer::combine(void* dst, const void* local, const void* incoming,

@@ -7,16 +7,20 @@
 // is the credit that bounds how far a receiver runs ahead. Sends wait only for
 // the receive they forward, so chunks flow around the ring in a pipeline.
 //
-// Waiting: when nothing moves, the engine spins for TIDAL_SPIN_US (cheap when
-// the peer is about to answer) and then sleeps in poll() on the descriptors
-// its connections name, so 4 or 8 ranks on 2 cores do not starve each other.
-// How it spins depends on whether the ranks of this host fit its CPUs: if
-// they do, it first busy-polls with a pause instruction for up to 10 us (a
-// system call costs about a microsecond in a virtual machine, longer than a
-// shared-memory hop), then yields; if they do not, every round yields the
-// CPU, because the rank it waits for may need this very core. A wait in which no byte moves for
-// TIDAL_TIMEOUT seconds fails with tidalTimeout, naming the peers it waited for; abort() from
-// another thread ends it at once.
+// Waiting: when nothing moves, the engine spins for TIDAL_SPIN_US (long
+// enough to outlast a peer that lost its core for a scheduler time slice)
+// and then sleeps in poll() on the descriptors its connections name, so a
+// long wait does not burn a core. How it spins depends on whether the ranks
+// of this host fit its CPUs: if they do, it busy-polls with a pause
+// instruction and makes no system call; if they do not, every round yields
+// the CPU, because the rank it waits for may need this very core. The spin
+// adapts: when waits keep ending just after the engine went to sleep (the
+// peer could run only once this rank let go of the core it shares), later
+// waits spin half as long, down to 50 us, and regrow when a wait ends while
+// spinning. A wait in
+// which no byte moves for TIDAL_TIMEOUT seconds fails with tidalTimeout,
+// naming the peers it waited for; abort() from another thread ends it at
+// once.
 //
 // A run allocates nothing once the engine has seen a schedule as large: its
 // bookkeeping vectors live in the engine and are reused.
@@ -121,6 +125,9 @@ class Engine {
     std::vector<pollfd> pollFds;
   };
   RunState state_;
+  // How long waits spin now: TIDAL_SPIN_US, or less after waits that the
+  // spinning only delayed (Run::endOfWait).
+  std::chrono::microseconds spin_;
   std::atomic<bool> aborted_{false};
 };
 

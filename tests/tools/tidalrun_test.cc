@@ -1,6 +1,8 @@
 // Tests of the tidalrun launcher on its own: no Tidal library involved, the
 // ranks are tidalrun_test_child (see there for its modes).
+#include <sched.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <map>
@@ -297,6 +299,8 @@ TEST(TidalrunArgs, ErrorsExitTwoWithUsage) {
       {"-np", "2", "-x", "NOVALUE", "/bin/true"},
       {"-np", "2", "--timeout", "-1", "/bin/true"},
       {"-np", "2", "--port", "70000", "/bin/true"},
+      {"-np", "2", "--bind", "socket", "/bin/true"},
+      {"-np", "2", "--bind", "numa", "/bin/true"},  // not yet
   };
   for (const auto& args : bad) {
     std::vector<std::string> argv{TIDALRUN_PATH};
@@ -315,6 +319,89 @@ TEST(TidalrunArgs, HelpExitsZero) {
   const auto r = tidal::testing::run({TIDALRUN_PATH, "--help"});
   EXPECT_EQ(r.exitCode, 0);
   EXPECT_NE(r.out.find("--tag-output"), std::string::npos) << r.out;
+}
+
+// --- CPU binding -----------------------------------------------------------
+
+// The CPUs this test process may run on: tidalrun inherits them.
+std::vector<int> ownCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  EXPECT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+std::string joined(const std::vector<int>& cpus) {
+  std::string text;
+  for (int c : cpus) text += (text.empty() ? "" : ",") + std::to_string(c);
+  return text;
+}
+
+// Each rank's CPU list, by rank, from the child's "affinity" mode.
+std::map<int, std::string> rankAffinities(const RunResult& r) {
+  std::map<int, std::string> byRank;
+  const std::regex line(R"(rank (\d+) cpus ([0-9,]*))");
+  for (const auto& l : lines(r.out)) {
+    std::smatch m;
+    if (std::regex_match(l, m, line)) byRank[std::stoi(m[1])] = m[2];
+  }
+  return byRank;
+}
+
+TEST(TidalrunBind, DefaultBindsEachRankToOneCpuOfItsOwnSet) {
+  const auto cpus = ownCpus();
+  ASSERT_FALSE(cpus.empty());
+  // One rank more than CPUs: the last wraps around to the first CPU.
+  const int n = static_cast<int>(cpus.size()) + 1;
+  const auto r = tidalrun({"-np", std::to_string(n)}, {"affinity"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(r.err, "") << "binding prints nothing by default";
+  const auto got = rankAffinities(r);
+  ASSERT_EQ(got.size(), static_cast<size_t>(n)) << r.out;
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(got.at(i), std::to_string(cpus[static_cast<size_t>(i) % cpus.size()]))
+        << "rank " << i;
+  }
+}
+
+TEST(TidalrunBind, VerboseSaysWhenRanksShareCpus) {
+  const int n = static_cast<int>(ownCpus().size()) + 1;
+  const auto r = tidalrun({"-np", std::to_string(n), "--verbose"}, {"affinity"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.err.find("ranks share CPUs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 0: pid "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(", bound to CPU "), std::string::npos) << r.err;
+}
+
+TEST(TidalrunBind, NoneKeepsTheWholeSet) {
+  const std::string all = joined(ownCpus());
+  const auto r = tidalrun({"-np", "3", "--bind", "none"}, {"affinity"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const auto got = rankAffinities(r);
+  ASSERT_EQ(got.size(), 3u) << r.out;
+  for (const auto& [rank, set] : got) EXPECT_EQ(set, all) << "rank " << rank;
+}
+
+TEST(TidalrunBind, StaysInsideARestrictedSet) {
+  // As under `taskset -c C` or a cgroup cpuset: tidalrun's own set is {C}.
+  if (::access("/usr/bin/taskset", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/taskset";
+  const std::string only = std::to_string(ownCpus().front());
+  auto argv = cmd({"-np", "3"}, {"affinity"});
+  argv.insert(argv.begin(), {"/usr/bin/taskset", "-c", only});
+  const auto r = tidal::testing::run(argv);
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const auto got = rankAffinities(r);
+  ASSERT_EQ(got.size(), 3u) << r.out;
+  for (const auto& [rank, set] : got) EXPECT_EQ(set, only) << "rank " << rank;
+}
+
+TEST(TidalrunBind, NumaIsNotYetSupported) {
+  const auto r = tidalrun({"-np", "1", "--bind", "numa"}, {"affinity"});
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_NE(r.err.find("not supported yet"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -14,6 +14,8 @@
 //   lines N                  N stdout and N stderr lines, each written in pieces
 //   partial                  text without a trailing newline on stdout and stderr
 //   sleep SECONDS
+//   affinity                 print "rank R cpus C1,C2,..." (its sched_getaffinity set)
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -86,6 +88,21 @@ int lines(int n) {
   return 0;
 }
 
+int affinity() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 98;
+  std::string text = "rank " + std::to_string(rank()) + " cpus ";
+  bool first = true;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &set)) continue;
+    text += (first ? "" : ",") + std::to_string(c);
+    first = false;
+  }
+  put(1, text + "\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -138,6 +155,7 @@ int main(int argc, char** argv) {
     sleepMs(std::atoi(argv[2]) * 1000);
     return 0;
   }
+  if (mode == "affinity") return affinity();
   std::fprintf(stderr, "tidalrun_test_child: unknown mode or wrong arguments: %s\n", argv[1]);
   return 99;
 }

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -29,6 +31,28 @@ template <typename... Args>
 void note(fmt::format_string<Args...> format, Args&&... args) {
   // One write per message, like the forwarded lines, so it never splits one.
   writeAll(STDERR_FILENO, "tidalrun: " + fmt::format(format, std::forward<Args>(args)...) + "\n");
+}
+
+// The CPUs this process may run on, in increasing order (empty if unknown).
+std::vector<int> allowedCpus() {
+  for (int ncpus = 1024; ncpus <= (1 << 20); ncpus *= 2) {
+    cpu_set_t* set = CPU_ALLOC(static_cast<size_t>(ncpus));
+    if (set == nullptr) return {};
+    const size_t bytes = CPU_ALLOC_SIZE(static_cast<size_t>(ncpus));
+    CPU_ZERO_S(bytes, set);
+    if (::sched_getaffinity(0, bytes, set) != 0) {
+      CPU_FREE(set);
+      if (errno == EINVAL) continue;  // the kernel's mask is larger: retry
+      return {};
+    }
+    std::vector<int> cpus;
+    for (int c = 0; c < ncpus; ++c) {
+      if (CPU_ISSET_S(static_cast<size_t>(c), bytes, set)) cpus.push_back(c);
+    }
+    CPU_FREE(set);
+    return cpus;
+  }
+  return {};
 }
 
 std::chrono::steady_clock::duration seconds(double s) {
@@ -98,20 +122,46 @@ void Job::startRanks() {
     ranks_.push_back(Rank{r, -1, false, false, Stream{UniqueFd(), {STDOUT_FILENO, prefix}},
                           Stream{UniqueFd(), {STDERR_FILENO, prefix}}});
   }
+  const std::vector<int> cpus = rankCpus();
   for (auto& rank : ranks_) {
+    const int cpu = cpus[static_cast<size_t>(rank.index)];
     try {
-      spawn(rank, rankEnvironment(options_, identity_, rank.index, environ));
+      spawn(rank, rankEnvironment(options_, identity_, rank.index, environ), cpu);
     } catch (const std::system_error& e) {
       note("cannot start rank {}: {}", rank.index, e.what());
       fail(1);
       terminateAt_ = Clock::now();
       return;
     }
-    if (options_.verbose) note("rank {}: pid {}", rank.index, rank.pid);
+    if (options_.verbose) {
+      if (cpu >= 0) {
+        note("rank {}: pid {}, bound to CPU {}", rank.index, rank.pid, cpu);
+      } else {
+        note("rank {}: pid {}", rank.index, rank.pid);
+      }
+    }
   }
 }
 
-void Job::spawn(Rank& rank, const std::vector<std::string>& env) {
+std::vector<int> Job::rankCpus() const {
+  std::vector<int> bound(static_cast<size_t>(options_.nranks), -1);
+  if (options_.bind == Binding::None) return bound;
+  const std::vector<int> allowed = allowedCpus();
+  if (allowed.empty()) {
+    note("cannot read the CPUs tidalrun may run on ({}); ranks are not bound", ::strerror(errno));
+    return bound;
+  }
+  for (size_t i = 0; i < bound.size(); ++i) bound[i] = allowed[i % allowed.size()];
+  if (options_.verbose && bound.size() > allowed.size()) {
+    note(
+        "{} ranks on {} allowed CPU(s): rank i gets the (i mod {})-th of them, so ranks "
+        "share CPUs",
+        bound.size(), allowed.size(), allowed.size());
+  }
+  return bound;
+}
+
+void Job::spawn(Rank& rank, const std::vector<std::string>& env, int cpu) {
   int outPipe[2];
   int errPipe[2];
   if (::pipe2(outPipe, O_CLOEXEC) != 0) {
@@ -134,6 +184,18 @@ void Job::spawn(Rank& rank, const std::vector<std::string>& env) {
   const std::string execError =
       fmt::format("tidalrun: rank {}: cannot execute '{}': ", rank.index, options_.command[0]);
   const pid_t parent = ::getpid();
+  std::unique_ptr<cpu_set_t, void (*)(cpu_set_t*)> cpuSet(nullptr,
+                                                          [](cpu_set_t* set) { CPU_FREE(set); });
+  size_t cpuSetBytes = 0;
+  if (cpu >= 0) {
+    cpuSet.reset(CPU_ALLOC(static_cast<size_t>(cpu) + 1));
+    if (!cpuSet) throw std::system_error(ENOMEM, std::generic_category(), "CPU_ALLOC");
+    cpuSetBytes = CPU_ALLOC_SIZE(static_cast<size_t>(cpu) + 1);
+    CPU_ZERO_S(cpuSetBytes, cpuSet.get());
+    CPU_SET_S(static_cast<size_t>(cpu), cpuSetBytes, cpuSet.get());
+  }
+  const std::string bindError =
+      fmt::format("tidalrun: rank {}: cannot bind to CPU {}: ", rank.index, cpu);
 
   const pid_t pid = ::fork();
   if (pid < 0) throw std::system_error(errno, std::generic_category(), "fork");
@@ -146,6 +208,10 @@ void Job::spawn(Rank& rank, const std::vector<std::string>& env) {
     ::dup2(errWrite.get(), STDERR_FILENO);
     ::setrlimit(RLIMIT_NOFILE, &originalFileLimit_);
     ::sigprocmask(SIG_SETMASK, &originalMask_, nullptr);
+    if (cpuSet && ::sched_setaffinity(0, cpuSetBytes, cpuSet.get()) != 0) {
+      // Not fatal: the rank runs, unbound, and the user learns why.
+      writeAll(STDERR_FILENO, bindError + ::strerror(errno) + "\n");
+    }
     ::execvpe(argv[0], argv.data(), envp.data());
     const int err = errno;
     const std::string message = execError + ::strerror(err) + "\n";

@@ -13,6 +13,10 @@
 //    --abort-grace seconds to finish (they usually fail on their own once a peer
 //    is gone), then SIGTERM, then SIGKILL after --kill-grace seconds.
 //  - --timeout: SIGTERM (then SIGKILL) to all, exit status 124.
+//  - --bind core (the default): before exec, rank i is bound to the i-th CPU
+//    of the set tidalrun itself may run on (its affinity, which taskset and
+//    cgroup cpusets narrow), modulo that set's size; --bind none leaves the
+//    ranks on tidalrun's whole set.
 // Exit status: the first failure observed (exit code, or 128+S for signal S),
 // 124 for a timeout, 128+S when tidalrun itself was signalled but every rank
 // exited 0, else 0.
@@ -63,7 +67,10 @@ class Job {
 
   void setUpSignals();
   void startRanks();
-  void spawn(Rank& rank, const std::vector<std::string>& env);
+  // cpu >= 0: bind the child to that CPU before exec.
+  void spawn(Rank& rank, const std::vector<std::string>& env, int cpu);
+  // The CPU each rank is bound to (-1: not bound), from tidalrun's own set.
+  std::vector<int> rankCpus() const;
   void handleSignal(const signalfd_siginfo& info);
   void reap();
   void rankExited(Rank& rank, int status);

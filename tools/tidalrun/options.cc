@@ -95,6 +95,12 @@ std::optional<Options> parseOptions(int argc, char** argv, int& exitCode) {
   app.add_option("--port", o.port, "Rendezvous port on 127.0.0.1 (default: a free one)")
       ->type_name("PORT")
       ->check(CLI::Range(1, 65535).description(""));
+  std::string bind = "core";
+  app.add_option("--bind", bind,
+                 "Bind each rank to one CPU of tidalrun's own set (core, the default) or not "
+                 "(none)")
+      ->type_name("none|core")
+      ->capture_default_str();
   app.add_flag("-v,--verbose", o.verbose, "Report the rendezvous and each rank's pid on stderr");
   // Everything from the first positional on is the program and its arguments.
   app.prefix_command();
@@ -135,6 +141,17 @@ std::optional<Options> parseOptions(int argc, char** argv, int& exitCode) {
                             fmt::format("{}", value));
       return std::nullopt;
     }
+  }
+  if (bind == "none") {
+    o.bind = Binding::None;
+  } else if (bind == "core") {
+    o.bind = Binding::Core;
+  } else if (bind == "numa" || bind == "gpu") {
+    exitCode = usageError("--bind " + bind + " is not supported yet (use core or none)");
+    return std::nullopt;
+  } else {
+    exitCode = usageError("--bind expects none or core, got '" + bind + "'");
+    return std::nullopt;
   }
   for (const auto& text : extraEnv) {
     std::pair<std::string, std::string> kv;

@@ -8,8 +8,15 @@
 
 namespace tidalrun {
 
+// Where each rank may run (--bind).
+enum class Binding {
+  None,  // inherit tidalrun's CPU set
+  Core,  // local rank i: the i-th CPU tidalrun may run on (modulo their count)
+};
+
 struct Options {
   int nranks = 0;
+  Binding bind = Binding::Core;
   bool tagOutput = false;
   bool verbose = false;
   // -x NAME=VALUE, in command-line order; applied after tidalrun's own variables
