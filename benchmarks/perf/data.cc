@@ -4,6 +4,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/fp8.h"
 #include "core/half.h"
 
 namespace tidal::perf {
@@ -43,6 +44,10 @@ Limits limitsFor(tidalDataType_t type) {
       return {k2p40, -k2p40, k2p40, 30};
     case tidalBfloat16:
       return {256, -256, 256, 30};  // 8 significant bits
+    case tidalFloat8e4m3:
+      return {16, -16, 16, 8};  // 4 significant bits, max 448
+    case tidalFloat8e5m2:
+      return {8, -8, 8, 15};  // 3 significant bits, max 57344
     default:
       return {0, 0, 0, 0};
   }
@@ -158,6 +163,20 @@ struct Bf16Codec {
   }
 };
 
+template <uint8_t (*Narrow)(float)>
+struct Fp8Codec {
+  using Storage = uint8_t;
+  static uint8_t encode(double v) { return Narrow(static_cast<float>(v)); }
+  static uint8_t average(double sum, int n) {
+    return Narrow(static_cast<float>(sum) / static_cast<float>(n));
+  }
+};
+
+// Function pointers for the template arguments (the conversions are constexpr
+// and __host__ __device__ under nvcc).
+inline uint8_t narrowE4m3(float v) { return floatToFp8e4m3Bits(v); }
+inline uint8_t narrowE5m2(float v) { return floatToFp8e5m2Bits(v); }
+
 template <typename Fn>
 auto withCodec(tidalDataType_t type, Fn&& fn) {
   switch (type) {
@@ -181,6 +200,10 @@ auto withCodec(tidalDataType_t type, Fn&& fn) {
       return fn(FloatCodec<double>{});
     case tidalBfloat16:
       return fn(Bf16Codec{});
+    case tidalFloat8e4m3:
+      return fn(Fp8Codec<narrowE4m3>{});
+    case tidalFloat8e5m2:
+      return fn(Fp8Codec<narrowE5m2>{});
     default:
       return fn(IntCodec<uint8_t>{});  // unreachable: types come from the option table
   }

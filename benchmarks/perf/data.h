@@ -3,13 +3,14 @@
 // Every input element is a small integer (or a power of two) chosen from
 // (rank, global element index, seed) so that any summation order, any tree and
 // any chunking give the same bits: partial sums never leave the range a type
-// holds exactly (bfloat16 has 8 significant bits, so sums stay <= 256), and
+// holds exactly (bfloat16 has 8 significant bits, so sums stay <= 256; FP8
+// E4M3 4 bits, sums <= 16; E5M2 3 bits, sums <= 8), and
 // products are powers of two. The expected value of each output element is
 // then recomputed here from the same formula, independently of the library,
 // and compared bit for bit.
 //
 // avg follows the library's documented semantics: the exact sum divided once
-// by nranks -- in float32 then rounded to nearest-even for half/bfloat16, in
+// by nranks -- in float32 then rounded to nearest-even for half/bfloat16/fp8, in
 // the type's own precision for float/double, truncating for integers.
 #pragma once
 

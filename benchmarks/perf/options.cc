@@ -29,6 +29,8 @@ constexpr std::array<TypeInfo, tidalNumTypes> kTypes{{
     {tidalFloat32, "float", 4},
     {tidalFloat64, "double", 8},
     {tidalBfloat16, "bfloat16", 2},
+    {tidalFloat8e4m3, "f8e4m3", 1},
+    {tidalFloat8e5m2, "f8e5m2", 1},
 }};
 
 // Indexed by tidalRedOp_t; nccl-tests sweeps sum prod max min avg in that order.
@@ -47,6 +49,12 @@ std::map<std::string, int> typeNameMap() {
   names["float64"] = tidalFloat64;
   names["fp64"] = tidalFloat64;
   names["bf16"] = tidalBfloat16;
+  names["float8e4m3"] = tidalFloat8e4m3;
+  names["fp8e4m3"] = tidalFloat8e4m3;
+  names["e4m3"] = tidalFloat8e4m3;
+  names["float8e5m2"] = tidalFloat8e5m2;
+  names["fp8e5m2"] = tidalFloat8e5m2;
+  names["e5m2"] = tidalFloat8e5m2;
   return names;
 }
 
@@ -100,7 +108,8 @@ void addPerfOptions(CLI::App& app, PerfOptions& o) {
       ->type_name("OP")
       ->default_str("sum");
   app.add_option("-d,--datatype", o.datatype,
-                 "Type: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 or all")
+                 "Type: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 f8e4m3 "
+                 "f8e5m2 or all")
       ->transform(CLI::CheckedTransformer(typeNameMap(), CLI::ignore_case).description(""))
       ->type_name("TYPE")
       ->default_str("float");

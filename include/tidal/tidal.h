@@ -78,7 +78,9 @@ typedef enum {
   tidalFloat64 = 8,
   tidalDouble = 8,
   tidalBfloat16 = 9,
-  tidalNumTypes = 10
+  tidalFloat8e4m3 = 10, /* OCP FP8 E4M3 (no infinities, max 448) */
+  tidalFloat8e5m2 = 11, /* OCP FP8 E5M2 (IEEE-like, max 57344) */
+  tidalNumTypes = 12
 } tidalDataType_t;
 
 /* Same numbering as NCCL's ncclRedOp_t. Values from tidalNumOps up to

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/fp8.h"
 #include "core/half.h"
 
 namespace tidal {
@@ -46,6 +47,21 @@ void scale16(void* dst, const void* src, size_t count, const unsigned char* scal
   const auto* in = static_cast<const uint16_t*>(src);
   for (size_t i = 0; i < count; ++i) out[i] = Narrow(Widen(in[i]) * s);
 }
+
+// FP8: the scalar is one FP8 element too; the product is taken in float and
+// rounded once (nearest-even, saturating to max finite, core/fp8.h).
+template <float (*Widen)(uint8_t), uint8_t (*Narrow)(float)>
+void scale8(void* dst, const void* src, size_t count, const unsigned char* scalar) {
+  const float s = Widen(scalar[0]);
+  auto* out = static_cast<uint8_t*>(dst);
+  const auto* in = static_cast<const uint8_t*>(src);
+  for (size_t i = 0; i < count; ++i) out[i] = Narrow(Widen(in[i]) * s);
+}
+
+float widenE4m3(uint8_t b) { return fp8e4m3BitsToFloat(b); }
+uint8_t narrowE4m3(float f) { return floatToFp8e4m3Bits(f); }
+float widenE5m2(uint8_t b) { return fp8e5m2BitsToFloat(b); }
+uint8_t narrowE5m2(float f) { return floatToFp8e5m2Bits(f); }
 
 float widenHalf(uint16_t b) { return halfBitsToFloat(b); }
 uint16_t narrowHalf(float f) { return floatToHalfBits(f); }
@@ -117,6 +133,10 @@ void scaleHost(void* dst, const void* src, size_t count, tidalDataType_t type,
       return scaleAs<double>(dst, src, count, scalar);
     case tidalBfloat16:
       return scale16<widenBf16, narrowBf16>(dst, src, count, scalar);
+    case tidalFloat8e4m3:
+      return scale8<widenE4m3, narrowE4m3>(dst, src, count, scalar);
+    case tidalFloat8e5m2:
+      return scale8<widenE5m2, narrowE5m2>(dst, src, count, scalar);
     default:
       fail(tidalInternalError, "scaleHost: datatype {} has no scaling", static_cast<int>(type));
   }

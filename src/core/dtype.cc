@@ -19,7 +19,9 @@ constexpr std::array<TypeInfo, tidalNumTypes> kTypes = {{{"int8", 1},
                                                          {"half", 2},
                                                          {"float", 4},
                                                          {"double", 8},
-                                                         {"bfloat16", 2}}};
+                                                         {"bfloat16", 2},
+                                                         {"f8e4m3", 1},
+                                                         {"f8e5m2", 1}}};
 constexpr std::array<const char*, tidalNumOps> kOps = {"sum", "prod", "max", "min", "avg"};
 }  // namespace
 
@@ -40,10 +42,12 @@ std::optional<tidalDataType_t> parseType(std::string_view name) {
     tidalDataType_t type;
   };
   static constexpr Alias kAliases[] = {
-      {"char", tidalInt8},       {"int", tidalInt32},       {"float16", tidalFloat16},
-      {"fp16", tidalFloat16},    {"float32", tidalFloat32}, {"fp32", tidalFloat32},
-      {"float64", tidalFloat64}, {"fp64", tidalFloat64},    {"bf16", tidalBfloat16},
-      {"bfloat", tidalBfloat16}, {"uint", tidalUint32},
+      {"char", tidalInt8},          {"int", tidalInt32},       {"float16", tidalFloat16},
+      {"fp16", tidalFloat16},       {"float32", tidalFloat32}, {"fp32", tidalFloat32},
+      {"float64", tidalFloat64},    {"fp64", tidalFloat64},    {"bf16", tidalBfloat16},
+      {"bfloat", tidalBfloat16},    {"uint", tidalUint32},     {"float8e4m3", tidalFloat8e4m3},
+      {"fp8e4m3", tidalFloat8e4m3}, {"e4m3", tidalFloat8e4m3}, {"float8e5m2", tidalFloat8e5m2},
+      {"fp8e5m2", tidalFloat8e5m2}, {"e5m2", tidalFloat8e5m2},
   };
   for (const auto& a : kAliases) {
     if (name == a.alias) return a.type;

@@ -1,10 +1,13 @@
 // The arithmetic of one element of every (type, op), shared by the CPU kernels
 // (cpu/element_ops.h) and the CUDA kernels (cuda/reduce_functors.h): one
 // definition, so the two families cannot drift apart. T is the type the
-// arithmetic happens in (float for float16 and bfloat16).
+// arithmetic happens in (float for float16, bfloat16 and the FP8 types).
 //  - float16 / bfloat16 widen exactly to float and narrow once to
 //    nearest-even (core/half.h on the host, one cvt instruction on the device;
 //    they differ only in NaN payloads);
+//  - float8 e4m3 / e5m2 widen exactly to float and narrow once to
+//    nearest-even, saturating to the largest finite value (core/fp8.h, the
+//    same integer code on host and device, so the bits agree everywhere);
 //  - integers wrap: arithmetic happens in the unsigned type of the same width;
 //  - max is (a > b ? a : b) and min (a < b ? a : b); an unordered pair returns
 //    a + b, i.e. a quiet NaN;
@@ -20,6 +23,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/fp8.h"
 #include "core/half.h"
 #include "tidal/tidal.h"
 
@@ -103,6 +107,23 @@ struct Element<tidalBfloat16> {
 #endif
   }
 };
+
+// OCP FP8 (core/fp8.h): stored as the raw byte, computed in float, rounded
+// back saturating to max finite. The same conversion code on host and
+// device, hence the same bits (NaNs included).
+template <class Format>
+struct Fp8Element {
+  using Storage = uint8_t;
+  using Math = float;
+  static TIDAL_HOST_DEVICE float load(uint8_t bits) { return Format::toFloat(bits); }
+  static TIDAL_HOST_DEVICE uint8_t store(float value) {
+    return Format::fromFloat(value, Fp8Overflow::kSatFinite);
+  }
+};
+template <>
+struct Element<tidalFloat8e4m3> : Fp8Element<fp8_detail::E4M3> {};
+template <>
+struct Element<tidalFloat8e5m2> : Fp8Element<fp8_detail::E5M2> {};
 
 template <tidalRedOp_t kOp, typename T>
 TIDAL_HOST_DEVICE T combine(T a, T b) {

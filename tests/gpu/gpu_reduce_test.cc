@@ -25,9 +25,9 @@ namespace {
 
 using gputest::DeviceMemory;
 
-const tidalDataType_t kTypes[] = {tidalInt8,    tidalUint8,   tidalInt32,   tidalUint32,
-                                  tidalInt64,   tidalUint64,  tidalFloat16, tidalFloat32,
-                                  tidalFloat64, tidalBfloat16};
+const tidalDataType_t kTypes[] = {tidalInt8,    tidalUint8,    tidalInt32,      tidalUint32,
+                                  tidalInt64,   tidalUint64,   tidalFloat16,    tidalFloat32,
+                                  tidalFloat64, tidalBfloat16, tidalFloat8e4m3, tidalFloat8e5m2};
 const tidalRedOp_t kOps[] = {tidalSum, tidalProd, tidalMax, tidalMin, tidalAvg};
 
 int multiprocessors() {
@@ -57,6 +57,10 @@ bool isNan(tidalDataType_t type, const uint8_t* p) {
                                            : gpu::Element<tidalBfloat16>::load(bits);
       return v != v;
     }
+    case tidalFloat8e4m3:
+      return (p[0] & 0x7f) == 0x7f;
+    case tidalFloat8e5m2:
+      return (p[0] & 0x7f) > 0x7c;
     default:
       return false;
   }

@@ -31,8 +31,9 @@ struct Case {
 };
 
 inline std::string describe(const Case& c, int nranks) {
-  static const char* types[] = {"int8",   "uint8", "int32", "uint32", "int64",
-                                "uint64", "half",  "float", "double", "bfloat16"};
+  static const char* types[] = {"int8", "uint8", "int32",  "uint32",   "int64",  "uint64",
+                                "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
+  static_assert(sizeof(types) / sizeof(types[0]) == tidalNumTypes);
   static const char* ops[] = {"sum", "prod", "max", "min", "avg"};
   return std::string(collName(c.coll)) + " " + types[c.type] + " " + ops[c.op] + " count " +
          std::to_string(c.count) + (c.inPlace ? " in-place" : " out-of-place") + " root " +

@@ -6,12 +6,19 @@
 // products at most 2^8: exactly representable in every type, bfloat16
 // included, whatever the order of reduction. Integer prod may wrap (int8 at
 // 2^7): the reference wraps the same way, through unsigned arithmetic.
+//
+// FP8 holds fewer integers exactly (E4M3 every integer up to 16, E5M2 up to
+// 8), so its sum/avg inputs are 0..2 (E4M3) or 0..1 (E5M2) on ranks 0..7 and
+// 0 on higher ranks: every partial sum stays at most 16 (resp. 8), exact in
+// any order for any rank count. Products (powers of two up to 2^3 for 8
+// ranks) and max/min (-2..2) are exact in both.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
+#include "core/fp8.h"
 #include "core/half.h"
 #include "tidal/tidal.h"
 
@@ -21,6 +28,8 @@ inline size_t sizeOf(tidalDataType_t t) {
   switch (t) {
     case tidalInt8:
     case tidalUint8:
+    case tidalFloat8e4m3:
+    case tidalFloat8e5m2:
       return 1;
     case tidalFloat16:
     case tidalBfloat16:
@@ -43,6 +52,8 @@ inline int64_t inputValue(int rank, size_t i, tidalRedOp_t op, tidalDataType_t t
   const auto k = static_cast<int64_t>((static_cast<size_t>(rank) * 3 + i * 7) % 5);
   if (op == tidalProd) return 1 + (((static_cast<size_t>(rank) + i) % 3) == 0 ? 1 : 0);
   if ((op == tidalMin || op == tidalMax) && isSigned(t)) return k - 2;
+  if (t == tidalFloat8e4m3) return rank < 8 ? k % 3 : 0;
+  if (t == tidalFloat8e5m2) return rank < 8 ? k % 2 : 0;
   return k;
 }
 
@@ -84,6 +95,12 @@ inline void storeValue(void* buf, size_t i, tidalDataType_t t, int64_t v) {
       std::memcpy(p, &x, 2);
       break;
     }
+    case tidalFloat8e4m3:
+      *reinterpret_cast<uint8_t*>(p) = floatToFp8e4m3Bits(static_cast<float>(v));
+      break;
+    case tidalFloat8e5m2:
+      *reinterpret_cast<uint8_t*>(p) = floatToFp8e5m2Bits(static_cast<float>(v));
+      break;
     case tidalFloat32: {
       auto x = static_cast<float>(v);
       std::memcpy(p, &x, 4);
@@ -144,7 +161,7 @@ inline void storeExpected(void* out, size_t i, tidalDataType_t t, tidalRedOp_t o
     return;
   }
   // avg: integers truncate; floats divide once in their own precision
-  // (float16/bfloat16 in float32, then rounded once).
+  // (float16/bfloat16/fp8 in float32, then rounded once).
   switch (t) {
     case tidalFloat16: {
       uint16_t x = floatToHalfBits(static_cast<float>(acc) / static_cast<float>(n));
@@ -156,6 +173,14 @@ inline void storeExpected(void* out, size_t i, tidalDataType_t t, tidalRedOp_t o
       std::memcpy(out, &x, 2);
       break;
     }
+    case tidalFloat8e4m3:
+      *static_cast<uint8_t*>(out) =
+          floatToFp8e4m3Bits(static_cast<float>(acc) / static_cast<float>(n));
+      break;
+    case tidalFloat8e5m2:
+      *static_cast<uint8_t*>(out) =
+          floatToFp8e5m2Bits(static_cast<float>(acc) / static_cast<float>(n));
+      break;
     case tidalFloat32: {
       float x = static_cast<float>(acc) / static_cast<float>(n);
       std::memcpy(out, &x, 4);

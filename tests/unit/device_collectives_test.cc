@@ -97,6 +97,8 @@ std::vector<Case> cases(int n) {
     v.push_back({Coll::AllReduce, tidalFloat32, tidalSum, 300001, inPlace, 0});
     v.push_back({Coll::AllReduce, tidalBfloat16, tidalAvg, 200003, inPlace, 0});
     v.push_back({Coll::AllReduce, tidalInt8, tidalProd, 77, inPlace, 0});
+    v.push_back({Coll::AllReduce, tidalFloat8e4m3, tidalAvg, 70001, inPlace, 0});
+    v.push_back({Coll::ReduceScatter, tidalFloat8e5m2, tidalSum, 1023, inPlace, 0});
     v.push_back({Coll::AllReduce, tidalFloat16, tidalSum, 0, inPlace, 0});
     v.push_back({Coll::AllGather, tidalUint8, tidalSum, 1001, inPlace, 0});
     v.push_back({Coll::AllGather, tidalFloat64, tidalSum, 70001, inPlace, 0});

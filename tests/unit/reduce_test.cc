@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/fp8.h"
 #include "core/half.h"
 #include "reduce/cpu/kernels.h"
 
@@ -49,9 +50,9 @@ const Family kFamilies[] = {
     {"dispatch", dispatchedReduce, divideBy, false},
 };
 
-const tidalDataType_t kTypes[] = {tidalInt8,    tidalUint8,   tidalInt32,   tidalUint32,
-                                  tidalInt64,   tidalUint64,  tidalFloat16, tidalFloat32,
-                                  tidalFloat64, tidalBfloat16};
+const tidalDataType_t kTypes[] = {tidalInt8,    tidalUint8,    tidalInt32,      tidalUint32,
+                                  tidalInt64,   tidalUint64,   tidalFloat16,    tidalFloat32,
+                                  tidalFloat64, tidalBfloat16, tidalFloat8e4m3, tidalFloat8e5m2};
 const tidalRedOp_t kOps[] = {tidalSum, tidalProd, tidalMax, tidalMin, tidalAvg};
 const size_t kCounts[] = {0, 1, 7, 31, 33, 1000, 4099};
 
@@ -62,7 +63,7 @@ void skipWithoutAvx2(const Family& family) {
 // ---------------------------------------------------------------------------
 // Element types as the test sees them.
 
-enum class Kind { kInt, kFloat, kHalf, kBf16 };
+enum class Kind { kInt, kFloat, kHalf, kBf16, kE4m3, kE5m2 };
 
 template <typename S, Kind K>
 struct Desc {
@@ -93,6 +94,10 @@ void withType(tidalDataType_t type, F&& f) {
       return f(Desc<double, Kind::kFloat>{});
     case tidalBfloat16:
       return f(Desc<uint16_t, Kind::kBf16>{});
+    case tidalFloat8e4m3:
+      return f(Desc<uint8_t, Kind::kE4m3>{});
+    case tidalFloat8e5m2:
+      return f(Desc<uint8_t, Kind::kE5m2>{});
     default:
       FAIL() << "unknown type " << int(type);
   }
@@ -109,11 +114,13 @@ template <class D>
 double toDouble(typename D::Storage s) {
   if constexpr (D::kKind == Kind::kHalf) return halfBitsToFloat(s);
   if constexpr (D::kKind == Kind::kBf16) return bf16BitsToFloat(s);
+  if constexpr (D::kKind == Kind::kE4m3) return fp8e4m3BitsToFloat(s);
+  if constexpr (D::kKind == Kind::kE5m2) return fp8e5m2BitsToFloat(s);
   return static_cast<double>(s);
 }
 
 // x rounded once to the precision the type computes in (float for float32,
-// float16 and bfloat16; double for float64).
+// float16, bfloat16 and fp8; double for float64).
 template <class D>
 double roundToMath(double x) {
   if constexpr (std::is_same_v<typename D::Storage, double>) return x;
@@ -124,6 +131,8 @@ template <class D>
 typename D::Storage fromMath(double x) {
   if constexpr (D::kKind == Kind::kHalf) return floatToHalfBits(static_cast<float>(x));
   if constexpr (D::kKind == Kind::kBf16) return floatToBf16Bits(static_cast<float>(x));
+  if constexpr (D::kKind == Kind::kE4m3) return floatToFp8e4m3Bits(static_cast<float>(x));
+  if constexpr (D::kKind == Kind::kE5m2) return floatToFp8e5m2Bits(static_cast<float>(x));
   return static_cast<typename D::Storage>(x);
 }
 
@@ -132,6 +141,8 @@ bool isQuietNan(typename D::Storage s) {
   const uint64_t bits = bitsOf<D>(s);
   if constexpr (D::kKind == Kind::kHalf) return (bits & 0x7e00) == 0x7e00;
   if constexpr (D::kKind == Kind::kBf16) return (bits & 0x7fc0) == 0x7fc0;
+  if constexpr (D::kKind == Kind::kE4m3) return (bits & 0x7f) == 0x7f;
+  if constexpr (D::kKind == Kind::kE5m2) return (bits & 0x7e) == 0x7e;
   if constexpr (sizeof(s) == 4) return (bits & 0x7fc00000u) == 0x7fc00000u;
   return (bits & 0x7ff8000000000000ull) == 0x7ff8000000000000ull;
 }
@@ -222,8 +233,8 @@ template <class D>
 typename D::Storage randomValue(std::mt19937_64& rng) {
   using S = typename D::Storage;
   const uint64_t r = rng();
-  if constexpr (D::kKind == Kind::kInt) {
-    return static_cast<S>(r);
+  if constexpr (D::kKind == Kind::kInt || D::kKind == Kind::kE4m3 || D::kKind == Kind::kE5m2) {
+    return static_cast<S>(r);  // fp8: every pattern equally (NaN, Inf, subnormals, max)
   } else if constexpr (D::kKind == Kind::kHalf || D::kKind == Kind::kBf16) {
     if (r % 8 == 0) return static_cast<S>(r >> 8);  // any pattern: NaN, Inf, subnormal
     // Otherwise moderate magnitudes, where sums need rounding and hit ties.
@@ -311,7 +322,7 @@ class ReduceFamilyTest
   bool acceptsNegativeDivisor() const {
     return type() == tidalInt8 || type() == tidalInt32 || type() == tidalInt64 ||
            type() == tidalFloat16 || type() == tidalFloat32 || type() == tidalFloat64 ||
-           type() == tidalBfloat16;
+           type() == tidalBfloat16 || type() == tidalFloat8e4m3 || type() == tidalFloat8e5m2;
   }
 };
 
@@ -361,8 +372,9 @@ TEST_P(ReduceFamilyTest, BitIdenticalToScalarFamily) {
 
 std::string paramName(
     const ::testing::TestParamInfo<std::tuple<Family, tidalDataType_t, tidalRedOp_t>>& info) {
-  static const char* const kTypeNames[] = {"int8",   "uint8", "int32", "uint32", "int64",
-                                           "uint64", "half",  "float", "double", "bfloat16"};
+  static const char* const kTypeNames[] = {"int8",   "uint8",    "int32",  "uint32",
+                                           "int64",  "uint64",   "half",   "float",
+                                           "double", "bfloat16", "f8e4m3", "f8e5m2"};
   static const char* const kOpNames[] = {"sum", "prod", "max", "min", "avg"};
   return std::string(std::get<0>(info.param).name) + "_" + kTypeNames[std::get<1>(info.param)] +
          "_" + kOpNames[std::get<2>(info.param)];
@@ -490,6 +502,58 @@ TEST_P(ReduceCasesTest, Bfloat16SumsRoundTiesToEven) {
   // 256 + 3 = 259 -> 260 (0x4382).
   expectAll<uint16_t>(run<uint16_t>(0x4380, 0x3f80, tidalBfloat16, tidalSum), 0x4380, "256+1");
   expectAll<uint16_t>(run<uint16_t>(0x4380, 0x4040, tidalBfloat16, tidalSum), 0x4382, "256+3");
+}
+
+// FP8: one rounding (nearest-even) from float, saturating to max finite.
+TEST_P(ReduceCasesTest, Fp8E4m3RoundsOnceAndSaturates) {
+  const auto e4 = [&](uint8_t a, uint8_t b, tidalRedOp_t op, int divisor = 0) {
+    return run<uint8_t>(a, b, tidalFloat8e4m3, op, divisor);
+  };
+  expectAll<uint8_t>(e4(0x38, 0x38, tidalSum), 0x40, "1+1");
+  expectAll<uint8_t>(e4(0x58, 0x38, tidalSum), 0x58, "16+1 = 17, tie -> 16");
+  expectAll<uint8_t>(e4(0x58, 0x40, tidalSum), 0x59, "16+2");
+  expectAll<uint8_t>(e4(0x58, 0x48, tidalSum), 0x5a, "16+4 = 20");
+  expectAll<uint8_t>(e4(0x59, 0x38, tidalSum), 0x5a, "18+1 = 19, tie -> 20");
+  expectAll<uint8_t>(e4(0x7e, 0x7e, tidalSum), 0x7e, "448+448 saturates");
+  expectAll<uint8_t>(e4(0xfe, 0xfe, tidalSum), 0xfe, "-448-448 saturates");
+  expectAll<uint8_t>(e4(0x7e, 0x40, tidalProd), 0x7e, "448*2 saturates");
+  expectAll<uint8_t>(e4(0x7d, 0x58, tidalSum), 0x7e, "416+16 = 432, tie -> 448");
+  expectAll<uint8_t>(e4(0x7d, 0x30, tidalSum), 0x7d, "416+0.5 -> 416");
+  expectAll<uint8_t>(e4(0x7e, 0x58, tidalSum), 0x7e, "448+16 = 464 saturates");
+  expectAll<uint8_t>(e4(0x01, 0x01, tidalSum), 0x02, "subnormal 2^-9 + 2^-9");
+  expectAll<uint8_t>(e4(0x07, 0x01, tidalSum), 0x08, "largest subnormal + smallest = min normal");
+  expectAll<uint8_t>(e4(0x01, 0x00, tidalSum, 2), 0x00, "2^-10: tie with 0 -> 0");
+  expectAll<uint8_t>(e4(0x03, 0x00, tidalSum, 2), 0x02, "1.5 * 2^-9: tie -> 2 * 2^-9");
+  expectAll<uint8_t>(e4(0x80, 0x80, tidalSum), 0x80, "-0 + -0");
+  expectAll<uint8_t>(e4(0x38, 0x38, tidalAvg, 3), 0x33, "2/3 -> 0.6875");
+  for (const tidalRedOp_t op : kOps) {
+    for (const uint8_t r : e4(0x7f, 0x38, op)) ASSERT_EQ(r & 0x7f, 0x7f) << "NaN, op " << op;
+    for (const uint8_t r : e4(0x38, 0xff, op)) ASSERT_EQ(r & 0x7f, 0x7f) << "NaN, op " << op;
+  }
+  expectAll<uint8_t>(e4(0xb8, 0x38, tidalMax), 0x38, "max(-1, 1)");
+  expectAll<uint8_t>(e4(0xb8, 0x38, tidalMin), 0xb8, "min(-1, 1)");
+}
+
+TEST_P(ReduceCasesTest, Fp8E5m2RoundsOnceAndSaturates) {
+  const auto e5 = [&](uint8_t a, uint8_t b, tidalRedOp_t op, int divisor = 0) {
+    return run<uint8_t>(a, b, tidalFloat8e5m2, op, divisor);
+  };
+  expectAll<uint8_t>(e5(0x3c, 0x3c, tidalSum), 0x40, "1+1");
+  expectAll<uint8_t>(e5(0x48, 0x3c, tidalSum), 0x48, "8+1 = 9, tie -> 8");
+  expectAll<uint8_t>(e5(0x49, 0x3c, tidalSum), 0x4a, "10+1 = 11, tie -> 12");
+  expectAll<uint8_t>(e5(0x7b, 0x7b, tidalSum), 0x7b, "57344+57344 saturates");
+  expectAll<uint8_t>(e5(0xfb, 0xfb, tidalSum), 0xfb, "negative saturates");
+  expectAll<uint8_t>(e5(0x7c, 0x3c, tidalSum), 0x7b, "Inf + 1 saturates to max finite");
+  expectAll<uint8_t>(e5(0xfc, 0x3c, tidalMin), 0xfb, "min(-Inf, 1) saturates");
+  expectAll<uint8_t>(e5(0x01, 0x01, tidalSum), 0x02, "subnormal 2^-16 + 2^-16");
+  expectAll<uint8_t>(e5(0x03, 0x01, tidalSum), 0x04, "largest subnormal + smallest = min normal");
+  expectAll<uint8_t>(e5(0x01, 0x00, tidalSum, 2), 0x00, "2^-17: tie with 0 -> 0");
+  expectAll<uint8_t>(e5(0x80, 0x80, tidalSum), 0x80, "-0 + -0");
+  for (const tidalRedOp_t op : kOps) {
+    for (const uint8_t r : e5(0x7d, 0x3c, op)) ASSERT_EQ(r & 0x7e, 0x7e) << "NaN, op " << op;
+    for (const uint8_t r : e5(0x3c, 0xff, op)) ASSERT_EQ(r & 0x7e, 0x7e) << "NaN, op " << op;
+  }
+  for (const uint8_t r : e5(0x7c, 0xfc, tidalSum)) ASSERT_EQ(r & 0x7e, 0x7e) << "Inf - Inf";
 }
 
 TEST_P(ReduceCasesTest, IntegerProductsWrap) {

@@ -7,6 +7,7 @@
 // for what each vector instruction sequence has to reproduce:
 //  - integers wrap: arithmetic happens in the unsigned type of the same width;
 //  - float16/bfloat16 widen exactly to float, compute in float, round once;
+//  - float8 e4m3/e5m2 likewise, the rounding saturating to max finite;
 //  - max is (a > b ? a : b) and min (a < b ? a : b), which is what vmaxps /
 //    vminps compute for ordered inputs (including which zero wins for +0/-0);
 //    an unordered pair returns a + b, i.e. a quiet NaN;
@@ -56,6 +57,10 @@ decltype(auto) visitType(tidalDataType_t type, F&& f) {
       return f(std::integral_constant<T, tidalFloat32>{});
     case tidalFloat64:
       return f(std::integral_constant<T, tidalFloat64>{});
+    case tidalFloat8e4m3:
+      return f(std::integral_constant<T, tidalFloat8e4m3>{});
+    case tidalFloat8e5m2:
+      return f(std::integral_constant<T, tidalFloat8e5m2>{});
     default:
       return f(std::integral_constant<T, tidalBfloat16>{});
   }

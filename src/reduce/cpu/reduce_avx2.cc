@@ -261,6 +261,10 @@ template <tidalDataType_t kType>
 struct FormatOf {
   using type = IntFormat<kType>;
 };
+// FP8 is not vectorised: reduceAvx2 / divideAvx2 hand it to the scalar family
+// (FormatOf is never instantiated for it; the default would be integer maths).
+template <tidalDataType_t kType>
+inline constexpr bool kScalarOnly = kType == tidalFloat8e4m3 || kType == tidalFloat8e5m2;
 template <>
 struct FormatOf<tidalFloat32> {
   using type = Float32Format;
@@ -369,25 +373,33 @@ bool avx2Supported() {
 void reduceAvx2(void* dst, const void* a, const void* b, size_t count, tidalDataType_t type,
                 tidalRedOp_t op, int divisor) {
   visitType(type, [&](auto typeTag) {
-    using Fmt = typename FormatOf<decltype(typeTag)::value>::type;
-    visitOp(op, [&](auto opTag) {
-      constexpr tidalRedOp_t kOp = decltype(opTag)::value;
-      if (divisor == 0) {
-        reduceVectors<Fmt, kOp, false>(dst, a, b, count, divisor);
-      } else if constexpr (Fmt::kDivides) {
-        reduceVectors<Fmt, kOp, true>(dst, a, b, count, divisor);
-      } else {
-        reduceScalar(dst, a, b, count, type, op, divisor);
-      }
-    });
+    constexpr tidalDataType_t kType = decltype(typeTag)::value;
+    if constexpr (kScalarOnly<kType>) {
+      reduceScalar(dst, a, b, count, type, op, divisor);
+    } else {
+      using Fmt = typename FormatOf<kType>::type;
+      visitOp(op, [&](auto opTag) {
+        constexpr tidalRedOp_t kOp = decltype(opTag)::value;
+        if (divisor == 0) {
+          reduceVectors<Fmt, kOp, false>(dst, a, b, count, divisor);
+        } else if constexpr (Fmt::kDivides) {
+          reduceVectors<Fmt, kOp, true>(dst, a, b, count, divisor);
+        } else {
+          reduceScalar(dst, a, b, count, type, op, divisor);
+        }
+      });
+    }
   });
 }
 
 void divideAvx2(void* dst, const void* src, size_t count, tidalDataType_t type, int divisor) {
   visitType(type, [&](auto typeTag) {
-    using Fmt = typename FormatOf<decltype(typeTag)::value>::type;
-    if constexpr (Fmt::kDivides) {
-      if (divisor != 0) return divideVectors<Fmt>(dst, src, count, divisor);
+    constexpr tidalDataType_t kType = decltype(typeTag)::value;
+    if constexpr (!kScalarOnly<kType>) {
+      using Fmt = typename FormatOf<kType>::type;
+      if constexpr (Fmt::kDivides) {
+        if (divisor != 0) return divideVectors<Fmt>(dst, src, count, divisor);
+      }
     }
     divideScalar(dst, src, count, type, divisor);
   });

@@ -5,6 +5,9 @@
 //  - integers wrap (arithmetic in the unsigned type of the same width);
 //  - float16 / bfloat16 widen exactly to float, compute in float, round once
 //    to nearest-even;
+//  - float8 e4m3 / e5m2 likewise, saturating to max finite (core/fp8.h's
+//    integer conversions, run on the device as they are, so no payload
+//    difference either; 16 of them per 16-byte vector, element by element);
 //  - max is (a > b ? a : b), min (a < b ? a : b), and a NaN operand gives
 //    a + b (a NaN);
 //  - avg divides the combined value by the divisor: a true IEEE division for

@@ -1,4 +1,4 @@
-// One templated kernel, instantiated per (type, op, divide or not): 10 x 4 x 2
+// One templated kernel, instantiated per (type, op, divide or not): 12 x 4 x 2
 // kernels for sm_80 and sm_90 (+ PTX). avg needs no kernel of its own: it is
 // sum with a divisor.
 //
