@@ -172,11 +172,7 @@ void Communicator::breakWith(const Error& error) {
   if (device_) device_->abortConnections();
 }
 
-template <typename Build>
-void Communicator::execute(const char* what, const ScheduleCache::Key& key, const void* sendbuff,
-                           void* recvbuff, const CallMemory& memory, Build&& build) {
-  // Schedules that name host addresses (Buffer::Address) are built per call.
-  constexpr bool kCached = std::is_invocable_v<Build>;
+std::unique_lock<std::mutex> Communicator::enterCall(const char* what) {
   std::unique_lock lock(opMutex_, std::try_to_lock);
   if (!lock.owns_lock()) {
     fail(tidalInvalidUsage,
@@ -189,6 +185,15 @@ void Communicator::execute(const char* what, const ScheduleCache::Key& key, cons
     fail(b, "rank {}: {} on a communicator broken by an earlier error: {}", rank_, what,
          brokenText_);
   }
+  return lock;
+}
+
+template <typename Build>
+void Communicator::execute(const char* what, const ScheduleCache::Key& key, const void* sendbuff,
+                           void* recvbuff, const CallMemory& memory, Build&& build) {
+  // Schedules that name host addresses (Buffer::Address) are built per call.
+  constexpr bool kCached = std::is_invocable_v<Build>;
+  const std::unique_lock lock = enterCall(what);
   if (memory.kind == MemoryKind::Cuda) {
     if (!device_) {
       fail(tidalInvalidUsage, "rank {}: {} on CUDA buffers, but this communicator has none: {}",
@@ -365,13 +370,12 @@ void Communicator::scatter(const void* sendbuff, void* recvbuff, size_t count, t
           [&] { return coll::directScatter(a); });
 }
 
-void Communicator::pointToPoint(const std::vector<coll::P2pOp>& ops, const CallMemory& memory) {
-  requireHost("Send/Recv", memory);
+void Communicator::pointToPoint(const std::vector<coll::P2pOp>& ops) {
   if (ops.empty()) return;
   const char* what = ops.size() == 1 ? (ops[0].kind == coll::P2pOp::Kind::Send ? "Send" : "Recv")
                                      : "Send/Recv group";
   const size_t chunk = engine_->options().chunkBytes;
-  execute(what, {}, nullptr, nullptr, memory,
+  execute(what, {}, nullptr, nullptr, CallMemory{},
           [&](std::vector<uint64_t>& sizes) { return coll::p2pGroup(rank_, ops, chunk, sizes); });
 }
 

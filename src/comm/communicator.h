@@ -67,8 +67,9 @@ class Communicator {
                const CallMemory& memory = {});
   // Refuses device buffers for calls that run on the host path only.
   void requireHost(const char* what, const CallMemory& memory) const;
-  // A group's point-to-point operations on this communicator, all at once.
-  void pointToPoint(const std::vector<coll::P2pOp>& ops, const CallMemory& memory = {});
+  // A group's point-to-point operations on this communicator, all at once
+  // (host buffers: the C API refuses device buffers when the call is made).
+  void pointToPoint(const std::vector<coll::P2pOp>& ops);
 
   // tidalCommSplit (collective over this communicator): ranks of the same
   // color >= 0 form a new communicator, ordered by (key, rank here); a
@@ -109,6 +110,9 @@ class Communicator {
  private:
   Communicator(int rank, int nranks) : rank_(rank), nranks_(nranks) {}
   void connect(const UniqueId& id);
+  // Every call's entry: takes the communicator for this call (one thread at
+  // a time) and refuses a communicator broken by an earlier error.
+  std::unique_lock<std::mutex> enterCall(const char* what);
   // Runs the schedule `build()` makes (or the cached one for `key`) with the
   // communicator locked for this call.
   template <typename Build>

@@ -21,16 +21,7 @@
 namespace tidal {
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
-  std::unique_lock lock(opMutex_, std::try_to_lock);
-  if (!lock.owns_lock()) {
-    fail(tidalInvalidUsage,
-         "rank {}: CommSplit called while another call is running on the same communicator", rank_);
-  }
-  if (const tidalResult_t b = broken_.load(); b != tidalSuccess) {
-    std::lock_guard elock(errorMutex_);
-    fail(b, "rank {}: CommSplit on a communicator broken by an earlier error: {}", rank_,
-         brokenText_);
-  }
+  std::unique_lock lock = enterCall("CommSplit");
   if (device_ && !device_->idle()) device_->waitIdle("CommSplit");
   struct Member {
     int32_t color, key;
