@@ -194,7 +194,7 @@ struct P2pOp {
   enum class Kind : uint8_t { Send, Recv };
   Kind kind;
   int peer;
-  void* buffer;  // host address
+  void* buffer;  // host or device address (all ops of a schedule: one kind)
   size_t bytes;
 };
 // One schedule for a whole group: each Send becomes a size message and its

@@ -160,8 +160,8 @@ tidalResult_t tidalSend(const void* sendbuff, size_t count, tidalDataType_t data
     const size_t bytes = checkBytes(comm, fn, "count", count, 1, datatype);
     checkBuffer(comm, fn, "sendbuff", sendbuff, bytes);
     const CallMemory memory = checkMemory(comm, fn, stream, {{"sendbuff", sendbuff, bytes}});
-    c.requireHost(fn, memory);
-    group::pointToPoint(c, {coll::P2pOp::Kind::Send, peer, const_cast<void*>(sendbuff), bytes});
+    group::pointToPoint(c, {coll::P2pOp::Kind::Send, peer, const_cast<void*>(sendbuff), bytes},
+                        memory);
   });
 }
 
@@ -175,8 +175,7 @@ tidalResult_t tidalRecv(void* recvbuff, size_t count, tidalDataType_t datatype, 
     const size_t bytes = checkBytes(comm, fn, "count", count, 1, datatype);
     checkBuffer(comm, fn, "recvbuff", recvbuff, bytes);
     const CallMemory memory = checkMemory(comm, fn, stream, {{"recvbuff", recvbuff, bytes}});
-    c.requireHost(fn, memory);
-    group::pointToPoint(c, {coll::P2pOp::Kind::Recv, peer, recvbuff, bytes});
+    group::pointToPoint(c, {coll::P2pOp::Kind::Recv, peer, recvbuff, bytes}, memory);
   });
 }
 

@@ -131,9 +131,11 @@ void Communicator::connectDevices() {
   config.nranks = nranks_;
   config.bootstrap = bootstrap_.get();
   config.hostId = localHostIdentity();
-  static const std::map<int, std::unique_ptr<Connection>> kNoConnections;
-  config.hostSend = links_ ? &links_->sendConnections() : &kNoConnections;
-  config.hostRecv = links_ ? &links_->recvConnections() : &kNoConnections;
+  config.hostLinks = links_.get();
+  if (links_) {
+    for (const auto& [peer, c] : links_->sendConnections()) config.eagerSend.push_back(peer);
+    for (const auto& [peer, c] : links_->recvConnections()) config.eagerRecv.push_back(peer);
+  }
   config.options = engine_->options();
   config.ipcAllowed =
       params::getString("TIDAL_NET").empty() && !params::getBool("TIDAL_CUDA_IPC_DISABLE");
@@ -202,10 +204,23 @@ void Communicator::execute(const char* what, const ScheduleCache::Key& key, cons
     // Enqueued: the progress thread runs it (device_path.h); its failures
     // break the communicator from there.
     if constexpr (kCached) {
-      device_->submit(memory.stream, what, schedules_.get(key, build), sendbuff, recvbuff);
-      return;
+      device_->submit(memory.stream, what,
+                      std::make_shared<const coll::Schedule>(schedules_.get(key, build)), sendbuff,
+                      recvbuff);
+    } else {
+      // The size messages' values travel with the schedule, which names them
+      // by address, until the progress thread has run it.
+      struct PerCall {
+        std::vector<uint64_t> sizes;
+        coll::Schedule schedule;
+      };
+      auto owned = std::make_shared<PerCall>();
+      owned->schedule = build(owned->sizes);
+      device_->submit(memory.stream, what,
+                      std::shared_ptr<const coll::Schedule>(owned, &owned->schedule), sendbuff,
+                      recvbuff);
     }
-    fail(tidalInternalError, "rank {}: {} has no device-buffer schedule", rank_, what);
+    return;
   }
   // Built before the run: a schedule that cannot be built (self-sends that
   // do not pair up) is a usage error that leaves the communicator healthy.
@@ -322,18 +337,8 @@ void Communicator::barrier(const CallMemory& memory) {
           [&] { return fits ? coll::recursiveDoublingAllReduce(a) : coll::ringAllReduce(a); });
 }
 
-void Communicator::requireHost(const char* what, const CallMemory& memory) const {
-  if (memory.kind == MemoryKind::Cuda) {
-    fail(tidalInvalidUsage,
-         "rank {}: {} on CUDA device buffers is not supported yet; pass host buffers "
-         "(docs/api.md)",
-         rank_, what);
-  }
-}
-
 void Communicator::allToAll(const void* sendbuff, void* recvbuff, size_t count,
                             tidalDataType_t type, const CallMemory& memory) {
-  requireHost("AllToAll", memory);
   const auto a = args(count, type, tidalSum, 0, sendbuff == recvbuff);
   execute("AllToAll", {kAllToAll, count, type, tidalSum, 0, a.inPlace}, sendbuff, recvbuff, memory,
           [&] { return coll::pairwiseAllToAll(a); });
@@ -342,7 +347,6 @@ void Communicator::allToAll(const void* sendbuff, void* recvbuff, size_t count,
 void Communicator::allToAllv(const void* sendbuff, void* recvbuff,
                              const coll::AllToAllvLayout& layout, tidalDataType_t type,
                              const CallMemory& memory) {
-  requireHost("AllToAllv", memory);
   const auto a = args(0, type, tidalSum, 0, false);
   execute("AllToAllv", {}, sendbuff, recvbuff, memory,
           [&](std::vector<uint64_t>& sizes) { return coll::pairwiseAllToAllv(a, layout, sizes); });
@@ -350,7 +354,6 @@ void Communicator::allToAllv(const void* sendbuff, void* recvbuff,
 
 void Communicator::gather(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type,
                           int root, const CallMemory& memory) {
-  requireHost("Gather", memory);
   const size_t block = count * typeSize(type);
   const bool inPlace = rank_ == root && sendbuff == static_cast<const char*>(recvbuff) +
                                                         block * static_cast<size_t>(root);
@@ -361,7 +364,6 @@ void Communicator::gather(const void* sendbuff, void* recvbuff, size_t count, ti
 
 void Communicator::scatter(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type,
                            int root, const CallMemory& memory) {
-  requireHost("Scatter", memory);
   const size_t block = count * typeSize(type);
   const bool inPlace = rank_ == root && recvbuff == static_cast<const char*>(sendbuff) +
                                                         block * static_cast<size_t>(root);
@@ -370,12 +372,12 @@ void Communicator::scatter(const void* sendbuff, void* recvbuff, size_t count, t
           [&] { return coll::directScatter(a); });
 }
 
-void Communicator::pointToPoint(const std::vector<coll::P2pOp>& ops) {
+void Communicator::pointToPoint(const std::vector<coll::P2pOp>& ops, const CallMemory& memory) {
   if (ops.empty()) return;
   const char* what = ops.size() == 1 ? (ops[0].kind == coll::P2pOp::Kind::Send ? "Send" : "Recv")
                                      : "Send/Recv group";
   const size_t chunk = engine_->options().chunkBytes;
-  execute(what, {}, nullptr, nullptr, CallMemory{},
+  execute(what, {}, nullptr, nullptr, memory,
           [&](std::vector<uint64_t>& sizes) { return coll::p2pGroup(rank_, ops, chunk, sizes); });
 }
 

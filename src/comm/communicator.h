@@ -65,11 +65,9 @@ class Communicator {
               const CallMemory& memory = {});
   void scatter(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type, int root,
                const CallMemory& memory = {});
-  // Refuses device buffers for calls that run on the host path only.
-  void requireHost(const char* what, const CallMemory& memory) const;
-  // A group's point-to-point operations on this communicator, all at once
-  // (host buffers: the C API refuses device buffers when the call is made).
-  void pointToPoint(const std::vector<coll::P2pOp>& ops);
+  // A group's point-to-point operations on this communicator, all at once.
+  // A group's Send/Recv on this communicator, all on `memory` (one kind, one stream).
+  void pointToPoint(const std::vector<coll::P2pOp>& ops, const CallMemory& memory);
 
   // tidalCommSplit (collective over this communicator): ranks of the same
   // color >= 0 form a new communicator, ordered by (key, rank here); a

@@ -28,8 +28,7 @@ DevicePath::DevicePath(const DevicePathConfig& config, std::unique_ptr<DeviceApi
     : rank_(config.rank),
       nranks_(config.nranks),
       options_(config.options),
-      hostSend_(config.hostSend),
-      hostRecv_(config.hostRecv),
+      hostLinks_(config.hostLinks),
       device_(std::move(device)) {}
 
 DevicePath::~DevicePath() {
@@ -72,65 +71,92 @@ std::unique_ptr<DevicePath> DevicePath::create(const DevicePathConfig& config,
       return nullptr;
     }
   }
-  path->connect(records, std::move(onFailure));
+  path->connect(std::move(records), config, std::move(onFailure));
   return path;
 }
 
-void DevicePath::connect(const std::vector<Record>& records,
-                         StreamEngine::FailureHandler onFailure) {
-  runner_ = std::make_unique<DeviceRunner>(rank_, *device_, options_);
-  const Record& mine = records[static_cast<size_t>(rank_)];
-  auto viaIpc = [&](int peer) {
-    const Record& theirs = records[static_cast<size_t>(peer)];
-    return mine.ipc && theirs.ipc && std::strncmp(mine.hostId, theirs.hostId, kMaxHostIdBytes) == 0;
-  };
-  auto ipcHandle = [&](int peer) {
+bool DevicePath::viaIpc(int peer) const {
+  const Record& mine = records_[static_cast<size_t>(rank_)];
+  const Record& theirs = records_[static_cast<size_t>(peer)];
+  return mine.ipc && theirs.ipc && std::strncmp(mine.hostId, theirs.hostId, kMaxHostIdBytes) == 0;
+}
+
+Connection& DevicePath::openSend(int peer, const char* what) {
+  if (auto it = sendTo_.find(peer); it != sendTo_.end()) return *it->second;
+  if (peer < 0 || peer >= nranks_ || !hostLinks_) {
+    fail(tidalInternalError, "rank {}: {} on device buffers names rank {}, which has no link",
+         rank_, what, peer);
+  }
+  std::unique_ptr<Connection> c;
+  if (viaIpc(peer)) {
     ConnectHandle h(sizeof(uint16_t));
-    std::memcpy(h.data(), &records[static_cast<size_t>(peer)].ipcPort, h.size());
-    return h;
-  };
-  const std::map<int, std::unique_ptr<Connection>> kNone;  // one rank: no peers
-  const Deadline deadline = deadlineFromNow();
+    std::memcpy(h.data(), &records_[static_cast<size_t>(peer)].ipcPort, h.size());
+    c = ipc_->connectSend(peer, h, deadlineFromNow());
+  } else {
+    c = std::make_unique<StagedSendConnection>(*device_, hostLinks_->openSend(peer, what),
+                                               options_.chunkBytes, options_.stagingSlots);
+  }
+  TIDAL_INFO(Init, "rank {} -> {} (device buffers): {}", rank_, peer, c->describe());
+  engine_->addSendConnection(peer, c.get());
+  std::lock_guard lock(mutex_);
+  return *(sendTo_[peer] = std::move(c));
+}
+
+Connection& DevicePath::openRecv(int peer, const char* what) {
+  if (auto it = recvFrom_.find(peer); it != recvFrom_.end()) return *it->second;
+  if (peer < 0 || peer >= nranks_ || !hostLinks_) {
+    fail(tidalInternalError, "rank {}: {} on device buffers names rank {}, which has no link",
+         rank_, what, peer);
+  }
+  std::unique_ptr<Connection> c = viaIpc(peer) ? ipc_->acceptRecv(peer, deadlineFromNow())
+                                               : std::make_unique<StagedRecvConnection>(
+                                                     *device_, hostLinks_->openRecv(peer, what),
+                                                     options_.chunkBytes, options_.stagingSlots);
+  TIDAL_INFO(Init, "rank {} <- {} (device buffers): {}", rank_, peer, c->describe());
+  engine_->addRecvConnection(peer, c.get());
+  std::lock_guard lock(mutex_);
+  return *(recvFrom_[peer] = std::move(c));
+}
+
+void DevicePath::connect(std::vector<Record> records, const DevicePathConfig& config,
+                         StreamEngine::FailureHandler onFailure) {
+  records_ = std::move(records);
+  EngineOptions options = options_;
+  options.busyPoll = false;  // the progress thread is an extra thread: it yields
+  engine_ = std::make_unique<Engine>(
+      rank_, options,
+      std::make_unique<DeviceDataPlane>(
+          *device_, options_.chunkBytes * static_cast<size_t>(options_.stagingSlots),
+          options_.timeout));
+  engine_->setLinkOpener(this);
   // Sends first: a connect and its hello complete in the peer's backlog.
-  for (const auto& [peer, host] : hostSend_ ? *hostSend_ : kNone) {
-    std::unique_ptr<Connection> c =
-        viaIpc(peer) ? ipc_->connectSend(peer, ipcHandle(peer), deadline)
-                     : std::make_unique<StagedSendConnection>(*device_, *host, options_.chunkBytes,
-                                                              options_.stagingSlots);
-    TIDAL_INFO(Init, "rank {} -> {} (device buffers): {}", rank_, peer, c->describe());
-    runner_->addSendConnection(peer, c.get());
-    sendTo_[peer] = std::move(c);
-  }
-  for (const auto& [peer, host] : hostRecv_ ? *hostRecv_ : kNone) {
-    std::unique_ptr<Connection> c =
-        viaIpc(peer) ? ipc_->acceptRecv(peer, deadline)
-                     : std::make_unique<StagedRecvConnection>(*device_, *host, options_.chunkBytes,
-                                                              options_.stagingSlots);
-    TIDAL_INFO(Init, "rank {} <- {} (device buffers): {}", rank_, peer, c->describe());
-    runner_->addRecvConnection(peer, c.get());
-    recvFrom_[peer] = std::move(c);
-  }
+  for (int peer : config.eagerSend) openSend(peer, "init");
+  for (int peer : config.eagerRecv) openRecv(peer, "init");
   barrier_ = device_->allocateDevice(static_cast<size_t>(nranks_));
   streams_ =
       std::make_unique<StreamEngine>(rank_, *device_, std::move(onFailure), options_.timeout);
   TIDAL_INFO(Init, "rank {}: device buffers on {}", rank_, device_->describe());
 }
 
-void DevicePath::submit(void* stream, const char* what, const coll::Schedule& schedule,
-                        const void* sendbuff, void* recvbuff) {
+void DevicePath::submit(void* stream, const char* what,
+                        std::shared_ptr<const coll::Schedule> schedule, const void* sendbuff,
+                        void* recvbuff) {
   streams_->submit(stream, what,
-                   [this, schedule, sendbuff, recvbuff, what](const std::atomic<bool>& aborted) {
-                     runner_->run(schedule, sendbuff, recvbuff, what, aborted);
+                   [this, schedule = std::move(schedule), sendbuff, recvbuff,
+                    what](const std::atomic<bool>& aborted) {
+                     engine_->run(*schedule, sendbuff, recvbuff, what, &aborted);
                    });
 }
 
 void DevicePath::abortConnections() {
+  std::lock_guard lock(mutex_);
   for (auto& [peer, c] : sendTo_) c->abort();
   for (auto& [peer, c] : recvFrom_) c->abort();
 }
 
 void DevicePath::abort() {
   streams_->abort();
+  if (engine_) engine_->abort();
   if (ipc_) ipc_->abort();
   abortConnections();
 }

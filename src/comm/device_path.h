@@ -1,14 +1,17 @@
 // The communicator's device-buffer half: its GPU (a DeviceApi), the progress
-// thread that runs stream-ordered collectives (StreamEngine), the schedule
-// runner for device buffers (DeviceRunner) and the connections device
-// buffers travel over.
+// thread that runs stream-ordered collectives (StreamEngine), the engine that
+// interprets schedules on device buffers (engine.h over a DeviceDataPlane)
+// and the connections device buffers travel over.
 //
 // Which connection serves a peer: cuda_ipc when both ranks are on one host
 // and both allow it (TIDAL_CUDA_IPC_DISABLE unset and TIDAL_NET unset on
 // both); otherwise the pair's host connection (tcp, shm, ...) with the data
-// staged through pinned host memory (staged_connection.h). The peers are
-// those the host connections already serve: the same schedules run on both
-// paths.
+// staged through pinned host memory (staged_connection.h). Like the host
+// links, device connections open on first use: the peers the host links
+// opened eagerly at init (ring, recursive doubling and hierarchical peers)
+// get theirs at init, any other peer when a schedule first names it (this
+// object is the device engine's LinkOpener; the host connection under a
+// staged one comes from the host links, opened then if need be).
 //
 // Set-up is collective: one bootstrap allGather tells every rank whether
 // every other rank can use CUDA, where it is, and its cuda_ipc listener. If
@@ -19,12 +22,14 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "bootstrap/bootstrap.h"
 #include "collectives/schedule.h"
 #include "cuda/device_api.h"
-#include "engine/device_run.h"
+#include "engine/device_data_plane.h"
 #include "engine/engine.h"
 #include "engine/stream_engine.h"
 #include "transports/transport.h"
@@ -40,13 +45,15 @@ struct DevicePathConfig {
   int nranks = 1;
   Bootstrap* bootstrap = nullptr;  // required when nranks > 1
   std::string hostId;              // localHostIdentity(), or a test's
-  const std::map<int, std::unique_ptr<Connection>>* hostSend = nullptr;
-  const std::map<int, std::unique_ptr<Connection>>* hostRecv = nullptr;
+  // The host links: the connections staged device transfers travel over.
+  LinkOpener* hostLinks = nullptr;  // required when nranks > 1
+  // Peers whose device connections open at init (the host links' eager set).
+  std::vector<int> eagerSend, eagerRecv;
   EngineOptions options{};
   bool ipcAllowed = true;  // this rank's TIDAL_CUDA_IPC_DISABLE / TIDAL_NET
 };
 
-class DevicePath {
+class DevicePath final : public LinkOpener {
  public:
   // Collective when nranks > 1: every rank calls it, with `device` null where
   // CUDA is not usable (`unusableReason` says why). Returns null when some
@@ -56,16 +63,18 @@ class DevicePath {
                                             const std::string& unusableReason,
                                             StreamEngine::FailureHandler onFailure,
                                             std::string* unavailable);
-  ~DevicePath();
+  ~DevicePath() override;
   DevicePath(const DevicePath&) = delete;
   DevicePath& operator=(const DevicePath&) = delete;
 
   int device() const { return device_->device(); }
   std::string describe() const { return device_->describe(); }
 
-  // Enqueues `schedule` on device buffers, ordered on `stream`; returns at once.
-  void submit(void* stream, const char* what, const coll::Schedule& schedule, const void* sendbuff,
-              void* recvbuff);
+  // Enqueues `schedule` on device buffers, ordered on `stream`; returns at
+  // once. The schedule (and whatever it names by address, such as the
+  // values of a group's size messages) is kept until the run ends.
+  void submit(void* stream, const char* what, std::shared_ptr<const coll::Schedule> schedule,
+              const void* sendbuff, void* recvbuff);
   // Blocks until every submitted collective has finished (see StreamEngine).
   void waitIdle(const char* what) { streams_->waitIdle(what); }
   bool idle() const { return streams_->finished() == streams_->submitted(); }
@@ -77,24 +86,33 @@ class DevicePath {
   // Device memory for the stream-ordered Barrier: one byte per rank.
   void* barrierBuffer() const { return barrier_.data(); }
 
+  // LinkOpener, on the progress thread: the device connection to `peer`.
+  Connection& openSend(int peer, const char* what) override;
+  Connection& openRecv(int peer, const char* what) override;
+
  private:
   DevicePath(const DevicePathConfig& config, std::unique_ptr<DeviceApi> device);
   struct Record;
-  void connect(const std::vector<Record>& records, StreamEngine::FailureHandler onFailure);
+  void connect(std::vector<Record> records, const DevicePathConfig& config,
+               StreamEngine::FailureHandler onFailure);
+  bool viaIpc(int peer) const;
 
   int rank_;
   int nranks_;
   EngineOptions options_;
-  // The communicator's host connections (they outlive this object).
-  const std::map<int, std::unique_ptr<Connection>>* hostSend_;
-  const std::map<int, std::unique_ptr<Connection>>* hostRecv_;
+  // The communicator's host links (they outlive this object).
+  LinkOpener* hostLinks_;
+  std::vector<Record> records_;
   // Declaration order is teardown order reversed: the progress thread stops
-  // first, then the runner and connections go, the device last.
+  // first, then the engine and connections go, the device last.
   std::unique_ptr<DeviceApi> device_;
   std::unique_ptr<cuda_ipc::CudaIpcTransport> ipc_;
+  // Guards the maps' shape: connections open on the progress thread while
+  // abortConnections() may close them from another.
+  std::mutex mutex_;
   std::map<int, std::unique_ptr<Connection>> sendTo_;
   std::map<int, std::unique_ptr<Connection>> recvFrom_;
-  std::unique_ptr<DeviceRunner> runner_;
+  std::unique_ptr<Engine> engine_;
   OwnedMemory barrier_;
   std::unique_ptr<StreamEngine> streams_;
 };

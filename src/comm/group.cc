@@ -15,6 +15,7 @@ struct CommWork {
   Communicator* comm;
   std::vector<std::function<void()>> collectives;
   std::vector<coll::P2pOp> p2p;
+  CallMemory p2pMemory;  // of every op in p2p
 };
 
 struct State {
@@ -30,7 +31,7 @@ thread_local State state;
 CommWork& workOf(Communicator& comm) {
   for (auto& w : state.work)
     if (w.comm == &comm) return w;
-  state.work.push_back({&comm, {}, {}});
+  state.work.push_back({&comm, {}, {}, {}});
   return state.work.back();
 }
 
@@ -38,7 +39,7 @@ CommWork& workOf(Communicator& comm) {
 void runShare(CommWork& w) {
   try {
     for (auto& collective : w.collectives) collective();
-    w.comm->pointToPoint(w.p2p);
+    w.comm->pointToPoint(w.p2p, w.p2pMemory);
   } catch (const Error& e) {
     w.comm->setLastError(e.what());
     throw;
@@ -59,12 +60,26 @@ void runOrQueue(Communicator& comm, std::function<void()> work) {
   workOf(comm).collectives.push_back(std::move(work));
 }
 
-void pointToPoint(Communicator& comm, const coll::P2pOp& op) {
+void pointToPoint(Communicator& comm, const coll::P2pOp& op, const CallMemory& memory) {
   if (!active()) {
-    comm.pointToPoint({op});
+    comm.pointToPoint({op}, memory);
     return;
   }
-  workOf(comm).p2p.push_back(op);
+  CommWork& w = workOf(comm);
+  if (!w.p2p.empty() && (w.p2pMemory.kind != memory.kind || w.p2pMemory.stream != memory.stream)) {
+    const auto describe = [](const CallMemory& m) {
+      return m.kind == MemoryKind::Cuda ? fmt::format("CUDA buffers on stream {}", m.stream)
+                                        : std::string("host buffers");
+    };
+    fail(tidalInvalidUsage,
+         "rank {}: {} {} of this group takes {}, but the group's earlier Send/Recv on this "
+         "communicator take {}: one group's Send/Recv on a communicator use one kind of memory "
+         "(and one stream)",
+         comm.rank(), op.kind == coll::P2pOp::Kind::Send ? "Send to" : "Recv from", op.peer,
+         describe(memory), describe(w.p2pMemory));
+  }
+  w.p2pMemory = memory;
+  w.p2p.push_back(op);
 }
 
 void keepAlive(std::shared_ptr<void> object) { state.kept.push_back(std::move(object)); }

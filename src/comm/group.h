@@ -10,7 +10,9 @@
 // communicator never holds up a peer that needs it on another. A call that
 // fails its argument checks inside a group fails the group: GroupEnd runs
 // nothing and returns that error; an error while running is returned by
-// GroupEnd (and is the failing communicator's last error).
+// GroupEnd (and is the failing communicator's last error). A communicator's
+// Send/Recv in one group are one schedule, so they take one kind of memory:
+// all host buffers, or all device buffers on one stream.
 #pragma once
 
 #include <functional>
@@ -18,6 +20,7 @@
 #include <string>
 
 #include "collectives/schedule.h"
+#include "comm/call_memory.h"
 #include "tidal/tidal.h"
 
 namespace tidal {
@@ -31,7 +34,9 @@ void start();
 // Outside a group: runs `work` now. Inside: keeps it for GroupEnd.
 void runOrQueue(Communicator& comm, std::function<void()> work);
 // Outside a group: a group of this one operation. Inside: kept for GroupEnd.
-void pointToPoint(Communicator& comm, const coll::P2pOp& op);
+// Throws InvalidUsage when `memory` differs from that of the communicator's
+// earlier Send/Recv in the group.
+void pointToPoint(Communicator& comm, const coll::P2pOp& op, const CallMemory& memory);
 // Keeps `object` alive until the group has run (a call's temporary input).
 void keepAlive(std::shared_ptr<void> object);
 // A call inside the group failed: the group will report it and run nothing.

@@ -4,22 +4,25 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <cstring>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "core/cpu_relax.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "reduce/reduce.h"
+#include "engine/host_data_plane.h"
 
 namespace tidal {
 
 Engine::Engine(int rank, EngineOptions options)
-    : rank_(rank), options_(options), spin_(options.spin) {
-  staging_.reserve(options_.chunkBytes * static_cast<size_t>(options_.stagingSlots));
-}
+    : Engine(rank, options,
+             std::make_unique<HostDataPlane>(options.chunkBytes *
+                                             static_cast<size_t>(options.stagingSlots))) {}
+
+Engine::Engine(int rank, EngineOptions options, std::unique_ptr<DataPlane> plane)
+    : rank_(rank), options_(options), plane_(std::move(plane)), spin_(options.spin) {}
 
 Connection& Engine::sendConnection(int peer, const char* what) const {
   auto it = sendTo_.find(peer);
@@ -55,24 +58,31 @@ namespace {
 // See Run::endOfWait.
 constexpr auto kShortSleep = std::chrono::microseconds(100);
 constexpr auto kMinSpin = std::chrono::microseconds(50);
+// A sleep step of a plane whose completions have no descriptor.
+constexpr auto kSleepStep = std::chrono::microseconds(50);
 }  // namespace
 
 // The state of one schedule's execution.
 class Engine::Run {
  public:
   Run(Engine& engine, const coll::Schedule& s, const void* sendbuff, void* recvbuff,
-      const char* what)
+      const char* what, const std::atomic<bool>* alsoAborted)
       : e_(engine),
+        plane_(*engine.plane_),
         s_(s),
         what_(what),
+        alsoAborted_(alsoAborted),
         send_(static_cast<const char*>(sendbuff)),
         recv_(static_cast<char*>(recvbuff)),
+        scratch_(plane_.scratch(s.scratchBytes)),
+        staging_(plane_.staging()),
         st_(engine.state_) {
     st_.sendSeq.assign(s.sends.size(), 0);
     st_.recvSeq.assign(s.recvs.size(), 0);
     st_.recvSlot.assign(s.recvs.size(), -1);
     st_.recvDone.assign(s.recvs.size(), 0);
     st_.recvSkipped.assign(s.recvs.size(), 0);
+    st_.sizes.assign(s.recvs.size(), 0);
     st_.reducers.resize(std::max(st_.reducers.size(), s.recvs.size()));
     // Every connection the schedule touches, once each (a handful: a linear
     // scan beats a set, and allocates nothing once the vector has grown).
@@ -89,19 +99,15 @@ class Engine::Run {
   }
 
   void execute() {
-    for (const auto& c : s_.prologue) std::memcpy(resolve(c.dst), resolve(c.src), c.bytes);
+    for (const auto& c : s_.prologue) plane_.copy(resolve(c.dst), resolve(c.src), c.bytes);
     auto lastMove = Clock::now();
     while (sendsDone_ < s_.sends.size() || recvsDone_ < s_.recvs.size()) {
-      if (e_.aborted_.load(std::memory_order_relaxed)) {
-        fail(tidalRemoteError, "rank {}: {} aborted (tidalCommAbort or an earlier error)", e_.rank_,
-             what_);
-      }
-      postSends();
-      postRecvs();
-      bool moved = false;
+      checkAborted();
+      bool moved = postSends();
+      moved |= postRecvs();
       for (Connection* c : st_.connections) moved |= c->progress();
       moved |= completeRecvs();
-      completeSends();
+      moved |= completeSends();
       if (moved) {
         lastMove = Clock::now();
         if (waited_) endOfWait(lastMove);
@@ -109,36 +115,55 @@ class Engine::Run {
       }
       waitForActivity(lastMove);
     }
+    // Everything the plane was given, the reductions of the last receives
+    // included, must have finished before the caller may use the outputs.
+    const uint64_t end = plane_.markEnd();
+    lastMove = Clock::now();
+    while (!plane_.finished(end)) {
+      checkAborted();
+      waitForActivity(lastMove);
+    }
   }
 
  private:
+  void checkAborted() const {
+    if (e_.aborted_.load(std::memory_order_relaxed) ||
+        (alsoAborted_ && alsoAborted_->load(std::memory_order_relaxed))) {
+      fail(tidalRemoteError, "rank {}: {}{} aborted (tidalCommAbort or an earlier error)", e_.rank_,
+           what_, plane_.where());
+    }
+  }
+
   char* resolve(const coll::BufferRef& ref) const {
-    return coll::resolveBuffer(ref, send_, recv_, e_.scratch_.data());
+    return coll::resolveBuffer(ref, send_, recv_, scratch_);
   }
 
   char* slotAddress(int slot) const {
-    return e_.staging_.data() + static_cast<size_t>(slot) * e_.options_.chunkBytes;
+    return staging_ + static_cast<size_t>(slot) * e_.options_.chunkBytes;
   }
 
-  void postSends() {
+  bool postSends() {
+    const size_t first = nextSend_;
     while (nextSend_ < s_.sends.size()) {
       const auto& op = s_.sends[nextSend_];
-      if (op.afterRecv >= 0 && !st_.recvDone[static_cast<size_t>(op.afterRecv)]) return;
+      if (op.afterRecv >= 0 && !st_.recvDone[static_cast<size_t>(op.afterRecv)]) break;
       Connection& c = e_.sendConnection(op.peer, what_);
       st_.sendSeq[nextSend_] = c.posted();
       c.post(resolve(op.src), op.bytes);
       ++nextSend_;
     }
+    return nextSend_ != first;
   }
 
-  void postRecvs() {
+  bool postRecvs() {
+    const size_t first = nextRecvPost_;
     while (nextRecvPost_ < s_.recvs.size()) {
       const auto& op = s_.recvs[nextRecvPost_];
       Connection& c = e_.recvConnection(op.peer, what_);
       size_t bytes = op.bytes;
       if (op.sizedBy >= 0) {
         // A piece of a sized message: its length is known once the size arrived.
-        if (!st_.recvDone[static_cast<size_t>(op.sizedBy)]) return;
+        if (!st_.recvDone[static_cast<size_t>(op.sizedBy)]) break;
         const uint64_t total = messageSize(static_cast<size_t>(op.sizedBy));
         bytes =
             total > op.messageOffset ? std::min<uint64_t>(op.bytes, total - op.messageOffset) : 0;
@@ -151,14 +176,19 @@ class Engine::Run {
       void* target;
       if (op.reduce && reducesOnArrival(op, c)) {
         auto& reducer = st_.reducers[nextRecvPost_];
-        reducer = StepReducer(s_.type, s_.op, op.divisor);
+        reducer = PlaneReducer(&plane_, s_.type, s_.op, op.divisor);
         st_.recvSeq[nextRecvPost_] = c.posted();
         c.postReduce(resolve(op.dst), resolve(op.localInput), op.bytes, reducer);
         ++nextRecvPost_;
         continue;
       }
       if (op.reduce) {
-        if (freeSlots_ == 0) return;  // no credit: wait for a reduction to free one
+        if (op.bytes > e_.options_.chunkBytes) {
+          fail(tidalInternalError,
+               "rank {}: {}{}: a reducing receive of {} bytes exceeds the {}-byte staging slot",
+               e_.rank_, what_, plane_.where(), op.bytes, e_.options_.chunkBytes);
+        }
+        if (freeSlots_ == 0) break;  // no credit: wait for a reduction to free one
         const int slot = nextSlot_;
         nextSlot_ = (nextSlot_ + 1) % e_.options_.stagingSlots;
         --freeSlots_;
@@ -171,17 +201,16 @@ class Engine::Run {
       c.post(target, bytes);
       ++nextRecvPost_;
     }
+    return nextRecvPost_ != first;
   }
 
-  uint64_t messageSize(size_t sizeRecv) const {
-    uint64_t total;
-    std::memcpy(&total, resolve(s_.recvs[sizeRecv].dst), sizeof total);
-    return total;
-  }
+  // Read once, when the size's receive completes (it may be device memory).
+  uint64_t messageSize(size_t sizeRecv) const { return st_.sizes[sizeRecv]; }
 
   // A size message announced more bytes than the receive has room for.
-  void checkMessageSize(size_t i) const {
+  void checkMessageSize(size_t i) {
     const auto& op = s_.recvs[i];
+    st_.sizes[i] = plane_.readSize(resolve(op.dst));
     const uint64_t total = messageSize(i);
     if (total <= op.sizeLimit) return;
     fail(tidalInvalidUsage,
@@ -198,13 +227,15 @@ class Engine::Run {
       if (!st_.recvSkipped[recvsDone_] &&
           e_.recvConnection(op.peer, what_).completed() <= st_.recvSeq[recvsDone_])
         break;
-      if (op.sizeLimit != coll::RecvOp::kNoLimit) checkMessageSize(recvsDone_);
       if (op.afterSend >= 0 && !sendComplete(static_cast<size_t>(op.afterSend))) break;
+      if (op.sizeLimit != coll::RecvOp::kNoLimit) checkMessageSize(recvsDone_);
       // Only receives that reduce and were not reduced on arrival hold a slot.
       if (const int slot = st_.recvSlot[recvsDone_]; slot >= 0) {
-        reduce(resolve(op.dst), resolve(op.localInput), slotAddress(slot),
-               op.bytes / typeSize(s_.type), s_.type, s_.op, op.divisor);
-        ++freeSlots_;  // slots are used and freed in FIFO order
+        plane_.reduce(resolve(op.dst), resolve(op.localInput), slotAddress(slot),
+                      op.bytes / typeSize(s_.type), s_.type, s_.op, op.divisor);
+        // Slots are used and freed in FIFO order. On the device plane the
+        // next write into this slot comes later on the same stream.
+        ++freeSlots_;
       }
       st_.recvDone[recvsDone_] = 1;
       ++recvsDone_;
@@ -223,12 +254,14 @@ class Engine::Run {
     return i < nextSend_ && e_.sendConnection(s_.sends[i].peer, what_).completed() > st_.sendSeq[i];
   }
 
-  void completeSends() {
+  bool completeSends() {
+    const size_t first = sendsDone_;
     while (sendsDone_ < nextSend_) {
       const auto& op = s_.sends[sendsDone_];
       if (e_.sendConnection(op.peer, what_).completed() <= st_.sendSeq[sendsDone_]) break;
       ++sendsDone_;
     }
+    return sendsDone_ != first;
   }
 
   // Adapts the spin to how waits end. A wait that ended while spinning
@@ -266,31 +299,41 @@ class Engine::Run {
       return;
     }
     if (now - lastMove > e_.options_.timeout) timeout();
+    if (!sleptAt_) sleptAt_ = now;
+    if (!plane_.wakesOnDescriptors()) {
+      std::this_thread::sleep_for(kSleepStep);
+      return;
+    }
     st_.pollFds.clear();  // reused: no allocation per sleep
     for (Connection* c : st_.connections) c->addPollFds(st_.pollFds);
-    if (!sleptAt_) sleptAt_ = now;
     // Short sleeps keep abort and the timeout responsive.
     ::poll(st_.pollFds.data(), st_.pollFds.size(), 100);
   }
 
   [[noreturn]] void timeout() const {
     std::string waiting;
-    if (recvsDone_ < s_.recvs.size()) {
+    if (sendsDone_ == s_.sends.size() && recvsDone_ == s_.recvs.size()) {
+      waiting = "the GPU to finish the engine stream";
+    } else if (recvsDone_ < s_.recvs.size()) {
       waiting = fmt::format("data from rank {} (receive {} of {})", s_.recvs[recvsDone_].peer,
                             recvsDone_ + 1, s_.recvs.size());
     } else {
       waiting = fmt::format("rank {} to take data (send {} of {})", s_.sends[sendsDone_].peer,
                             sendsDone_ + 1, s_.sends.size());
     }
-    fail(tidalTimeout, "rank {}: {} made no progress for TIDAL_TIMEOUT={} s, waiting for {}",
-         e_.rank_, what_, e_.options_.timeout.count(), waiting);
+    fail(tidalTimeout, "rank {}: {}{} made no progress for TIDAL_TIMEOUT={} s, waiting for {}",
+         e_.rank_, what_, plane_.where(), e_.options_.timeout.count(), waiting);
   }
 
   Engine& e_;
+  DataPlane& plane_;
   const coll::Schedule& s_;
   const char* what_;
+  const std::atomic<bool>* alsoAborted_;
   const char* send_;
   char* recv_;
+  char* scratch_;
+  char* staging_;
   RunState& st_;
   size_t nextSend_ = 0, sendsDone_ = 0;
   size_t nextRecvPost_ = 0, recvsDone_ = 0;
@@ -299,15 +342,9 @@ class Engine::Run {
   std::optional<Clock::time_point> sleptAt_;  // this wait's first sleep
 };
 
-void Engine::StepReducer::combine(void* dst, const void* local, const void* incoming,
-                                  size_t bytes) const {
-  reduce(dst, local, incoming, bytes / typeSize(type_), type_, op_, divisor_);
-}
-
 void Engine::run(const coll::Schedule& schedule, const void* sendbuff, void* recvbuff,
-                 const char* what) {
-  scratch_.reserve(schedule.scratchBytes);
-  Run(*this, schedule, sendbuff, recvbuff, what).execute();
+                 const char* what, const std::atomic<bool>* alsoAborted) {
+  Run(*this, schedule, sendbuff, recvbuff, what, alsoAborted).execute();
 }
 
 }  // namespace tidal

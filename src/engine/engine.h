@@ -1,4 +1,8 @@
-// The progress engine: executes one rank's schedule over its connections.
+// The progress engine: the one interpreter of schedules. It executes one
+// rank's schedule over its connections, with the data work done by a data
+// plane (data_plane.h): the host plane for host buffers, the device plane
+// for device buffers, where the engine runs on the stream engine's progress
+// thread. Everything below holds for both.
 //
 // With host buffers and no stream the calling thread drives progress itself,
 // so a small collective costs no thread hand-off. Receives that reduce land in
@@ -10,7 +14,8 @@
 // Waiting: when nothing moves, the engine spins for TIDAL_SPIN_US (long
 // enough to outlast a peer that lost its core for a scheduler time slice)
 // and then sleeps in poll() on the descriptors its connections name, so a
-// long wait does not burn a core. How it spins depends on whether the ranks
+// long wait does not burn a core (the device plane, whose GPU completions
+// have no descriptor, sleeps in 50 us steps instead). How it spins depends on whether the ranks
 // of this host fit its CPUs: if they do, it busy-polls with a pause
 // instruction and makes no system call; if they do not, every round yields
 // the CPU, because the rank it waits for may need this very core. The spin
@@ -23,7 +28,10 @@
 // once.
 //
 // A run allocates nothing once the engine has seen a schedule as large: its
-// bookkeeping vectors live in the engine and are reused.
+// bookkeeping vectors live in the engine and are reused. A receive that
+// reduces through a staging slot must fit in one (TIDAL_CHUNK_SIZE); the
+// schedule builders cut reducing steps to that size, and a schedule that
+// does not is refused as an internal error rather than overrunning a slot.
 //
 // Reduce on arrival: a receive that reduces into place with the caller's
 // input as its other operand, on a connection that can read its incoming
@@ -41,7 +49,7 @@
 #include <vector>
 
 #include "collectives/schedule.h"
-#include "core/host_buffer.h"
+#include "engine/data_plane.h"
 #include "transports/transport.h"
 
 namespace tidal {
@@ -67,7 +75,9 @@ struct EngineOptions {
 
 class Engine {
  public:
+  // Host buffers: the host data plane.
   Engine(int rank, EngineOptions options);
+  Engine(int rank, EngineOptions options, std::unique_ptr<DataPlane> plane);
 
   // Connections the schedules may use; the engine does not own them.
   void addSendConnection(int peer, Connection* connection) { sendTo_[peer] = connection; }
@@ -80,7 +90,12 @@ class Engine {
   void setBusyPoll(bool busyPoll) { options_.busyPoll = busyPoll; }
 
   // Runs `schedule` to completion; `what` names the collective in errors.
-  void run(const coll::Schedule& schedule, const void* sendbuff, void* recvbuff, const char* what);
+  // `alsoAborted`, when given, ends the run like abort() (the stream
+  // engine's flag).
+  void run(const coll::Schedule& schedule, const void* sendbuff, void* recvbuff, const char* what,
+           const std::atomic<bool>* alsoAborted = nullptr);
+
+  DataPlane& plane() const { return *plane_; }
 
   // Ends a run in progress from another thread (it throws RemoteError).
   void abort() { aborted_ = true; }
@@ -98,30 +113,16 @@ class Engine {
   std::map<int, Connection*> sendTo_;
   std::map<int, Connection*> recvFrom_;
   LinkOpener* opener_ = nullptr;
-  HostBuffer staging_;
-  HostBuffer scratch_;
+  std::unique_ptr<DataPlane> plane_;
   // Bookkeeping of the current run, kept between runs so a run does not allocate.
-  // How a receive reduced on arrival combines its data (the op of its
-  // schedule, the avg divisor of its step).
-  class StepReducer final : public ArrivalReducer {
-   public:
-    StepReducer() = default;
-    StepReducer(tidalDataType_t type, tidalRedOp_t op, int divisor)
-        : type_(type), op_(op), divisor_(divisor) {}
-    void combine(void* dst, const void* local, const void* incoming, size_t bytes) const override;
-
-   private:
-    tidalDataType_t type_ = tidalFloat32;
-    tidalRedOp_t op_ = tidalSum;
-    int divisor_ = 0;
-  };
   struct RunState {
     std::vector<Connection*> connections;
     std::vector<uint64_t> sendSeq, recvSeq;
     std::vector<int> recvSlot;  // staging slot, -1: none (stored, or reduced on arrival)
     std::vector<char> recvDone;
-    std::vector<char> recvSkipped;      // pieces of a sized message beyond its length
-    std::vector<StepReducer> reducers;  // per receive reduced on arrival
+    std::vector<char> recvSkipped;       // pieces of a sized message beyond its length
+    std::vector<uint64_t> sizes;         // what a size receive announced
+    std::vector<PlaneReducer> reducers;  // per receive reduced on arrival
     std::vector<pollfd> pollFds;
   };
   RunState state_;

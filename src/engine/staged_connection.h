@@ -17,7 +17,7 @@
 // reduces runs the reduction kernel straight on the pinned slot (the GPU
 // reads page-locked memory directly), with no extra copy.
 //
-// Both adapters honour device_run.h's contract: their writes into device
+// Both adapters honour device_data_plane.h's contract: their writes into device
 // memory and their reads of it are on the engine stream, and a transfer
 // completes when its GPU work has finished. They do not own the host
 // connection; abort() and the poll descriptors are the host connection's.

@@ -8,14 +8,15 @@
 // first kernel finished, or that let the second kernel run before it
 // finished, leaves the sentinel (or stale data) in what is checked.
 //
-// Also: the call returns while the GPU is still busy with earlier work on the
-// stream (it never waits for the GPU), and a call mixing host and device
-// buffers is refused naming both.
+// Also: AllToAll and a Send/Recv group on device buffers; the call returns while the GPU is still
+// busy with earlier work on the stream (it never waits for the GPU), and a call mixing host and
+// device buffers is refused naming both.
 //
 // Run as N processes under tidalrun (all on device 0 unless --spread, so the
 // ranks share one GPU through cuda_ipc), or as N threads of one process
 // (--threads N, tidalCommInitAll with every rank on device 0). Exit status 0
 // only if every check passed; 77 (skipped) without a CUDA device.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -138,6 +139,58 @@ bool mixedBuffersAreRefused(tidalComm_t comm, int rank) {
   return ok;
 }
 
+// AllToAll and a Send/Recv group (ring shift both ways plus a self send) on
+// device buffers, stream-ordered, checked exactly.
+int32_t exchanged(int from, int to, size_t i) {
+  return from * 100000 + to * 1000 + static_cast<int32_t>(i % 997);
+}
+
+bool exchangesOnDevice(tidalComm_t comm, cudaStream_t stream, int rank, int n) {
+  const size_t count = 300001;  // several chunks per peer
+  const auto un = static_cast<size_t>(n);
+  const size_t blocks = std::max<size_t>(un, 3);  // the group below uses three
+  std::vector<int32_t> in(count * blocks), out(count * un), want(count * un);
+  for (size_t b = 0; b < blocks; ++b)
+    for (size_t i = 0; i < count; ++i) in[b * count + i] = exchanged(rank, static_cast<int>(b), i);
+  for (int p = 0; p < n; ++p)
+    for (size_t i = 0; i < count; ++i)
+      want[static_cast<size_t>(p) * count + i] = exchanged(p, rank, i);
+  DeviceMemory send(in.size() * sizeof(int32_t)), recv(in.size() * sizeof(int32_t));
+  GPU_CHECK(cudaMemcpy(send.data(), in.data(), send.size(), cudaMemcpyHostToDevice));
+  GPU_CHECK(cudaMemset(recv.data(), 0xff, recv.size()));
+  bool ok =
+      tidalAlltoAll(send.data(), recv.data(), count, tidalInt32, comm, stream) == tidalSuccess;
+  GPU_CHECK(cudaStreamSynchronize(stream));
+  GPU_CHECK(
+      cudaMemcpy(out.data(), recv.data(), out.size() * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  if (!ok || out != want) {
+    std::fprintf(stderr, "rank %d: FAIL AllToAll on device buffers (%s)\n", rank,
+                 ok ? "wrong data" : tidalGetLastError(comm));
+    return false;
+  }
+  // Block 0 to next, block 1 to prev, block 2 to self; received alike.
+  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  const size_t bytes = count * sizeof(int32_t);
+  GPU_CHECK(cudaMemset(recv.data(), 0xff, recv.size()));
+  ok = tidalGroupStart() == tidalSuccess;
+  ok &= tidalSend(send.data() + 0 * bytes, count, tidalInt32, next, comm, stream) == tidalSuccess;
+  ok &= tidalRecv(recv.data() + 0 * bytes, count, tidalInt32, prev, comm, stream) == tidalSuccess;
+  ok &= tidalSend(send.data() + 1 * bytes, count, tidalInt32, prev, comm, stream) == tidalSuccess;
+  ok &= tidalRecv(recv.data() + 1 * bytes, count, tidalInt32, next, comm, stream) == tidalSuccess;
+  ok &= tidalSend(send.data() + 2 * bytes, count, tidalInt32, rank, comm, stream) == tidalSuccess;
+  ok &= tidalRecv(recv.data() + 2 * bytes, count, tidalInt32, rank, comm, stream) == tidalSuccess;
+  ok &= tidalGroupEnd() == tidalSuccess;
+  GPU_CHECK(cudaStreamSynchronize(stream));
+  out.resize(3 * count);
+  GPU_CHECK(cudaMemcpy(out.data(), recv.data(), 3 * bytes, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; ok && i < count; ++i) {
+    ok = out[i] == exchanged(prev, 0, i) && out[count + i] == exchanged(next, 1, i) &&
+         out[2 * count + i] == exchanged(rank, 2, i);
+  }
+  if (!ok) std::fprintf(stderr, "rank %d: FAIL Send/Recv group on device buffers\n", rank);
+  return ok;
+}
+
 int runSuite(tidalComm_t comm, int rank, int n, bool big) {
   cudaStream_t stream = nullptr;
   GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -151,6 +204,7 @@ int runSuite(tidalComm_t comm, int rank, int n, bool big) {
     tally(runCase(comm, stream, rank, n, c));
     if (failed > 20) break;
   }
+  tally(exchangesOnDevice(comm, stream, rank, n));
   // A stream-ordered barrier, then one on the legacy default stream.
   tally(tidalBarrier(comm, stream) == tidalSuccess);
   GPU_CHECK(cudaStreamSynchronize(stream));

@@ -1,6 +1,6 @@
 // The communicator's whole device path on the CPU: ranks as threads, each a
 // real Communicator (bootstrap, host transports, DevicePath, StreamEngine,
-// DeviceRunner, cuda_ipc or pinned staging), with the GPU - and only the
+// the engine on its device data plane, cuda_ipc or pinned staging), with the GPU - and only the
 // GPU - played by the test double of fake_device.h, one "GPU" shared by all
 // ranks as when several ranks share one device.
 //
@@ -18,6 +18,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "comm/communicator.h"
+#include "comm/group.h"
 #include "core/dtype.h"
 #include "fake_device.h"
 #include "scoped_env.h"
@@ -127,6 +128,19 @@ const Mode kModes[] = {{"cuda_ipc", nullptr, nullptr, nullptr, nullptr, nullptr}
                        {"staged_tcp_one_slot", "tcp", nullptr, "1", "65536", nullptr},
                        {"cuda_ipc_small_ring", nullptr, nullptr, "1", "65536", "65536"}};
 
+// The settings of a mode, for the scope of one test.
+struct ModeEnv {
+  explicit ModeEnv(const Mode& mode)
+      : timeout("TIDAL_TIMEOUT", "60"),
+        net("TIDAL_NET", mode.net),
+        ipc("TIDAL_CUDA_IPC_DISABLE", mode.ipcDisable),
+        slots("TIDAL_STAGING_SLOTS", mode.slots),
+        chunk("TIDAL_CHUNK_SIZE", mode.chunk),
+        ipcSlots("TIDAL_CUDA_IPC_SLOTS", mode.ipcSlotBytes ? "1" : nullptr),
+        ipcSlotBytes("TIDAL_CUDA_IPC_SLOT_BYTES", mode.ipcSlotBytes) {}
+  ScopedEnv timeout, net, ipc, slots, chunk, ipcSlots, ipcSlotBytes;
+};
+
 // Runs `body(comm, stream)` on n rank threads sharing one fake GPU; returns
 // every rank's failure text ("" when it passed).
 template <typename Body>
@@ -150,43 +164,290 @@ std::vector<std::string> runJob(int n, FakeGpu& gpu, std::shared_ptr<std::atomic
   return failures;
 }
 
-class DeviceCollectives : public ::testing::TestWithParam<std::tuple<Mode, int>> {};
+// Tests of one mode and rank count: each runs `body` on every rank under
+// the mode's settings and expects no failure text and no device memory left.
+class DeviceModes : public ::testing::TestWithParam<std::tuple<Mode, int>> {
+ protected:
+  template <typename Body>
+  void onEveryRank(Body&& body) {
+    const auto [mode, n] = GetParam();
+    const ModeEnv env(mode);
+    FakeGpu gpu{kKernelTime};
+    auto live = std::make_shared<std::atomic<int>>(0);
+    const auto failures = runJob(
+        n, gpu, live, [&](Communicator& comm, FakeGpu::Stream* stream, std::string& failure) {
+          body(comm, gpu, stream, failure);
+        });
+    for (const auto& f : failures) EXPECT_EQ(f, "");
+    EXPECT_EQ(live->load(), 0) << "device memory left allocated after the communicators went";
+  }
+};
+
+const auto kModesAndRanks =
+    ::testing::Combine(::testing::ValuesIn(kModes), ::testing::Values(2, 3, 4));
+std::string modeName(const ::testing::TestParamInfo<std::tuple<Mode, int>>& p) {
+  return fmt::format("{}_np{}", std::get<0>(p.param).name, std::get<1>(p.param));
+}
+
+class DeviceCollectives : public DeviceModes {};
 
 TEST_P(DeviceCollectives, EveryCollectiveIsOrderedOnTheStreamAndExact) {
-  const auto [mode, n] = GetParam();
-  ScopedEnv timeout("TIDAL_TIMEOUT", "60");
-  ScopedEnv net("TIDAL_NET", mode.net);
-  ScopedEnv ipc("TIDAL_CUDA_IPC_DISABLE", mode.ipcDisable);
-  ScopedEnv slots("TIDAL_STAGING_SLOTS", mode.slots);
-  ScopedEnv chunk("TIDAL_CHUNK_SIZE", mode.chunk);
-  ScopedEnv ipcSlots("TIDAL_CUDA_IPC_SLOTS", mode.ipcSlotBytes ? "1" : nullptr);
-  ScopedEnv ipcSlotBytes("TIDAL_CUDA_IPC_SLOT_BYTES", mode.ipcSlotBytes);
+  const int n = std::get<1>(GetParam());
+  onEveryRank([&](Communicator& comm, FakeGpu& gpu, FakeGpu::Stream* stream, std::string& failure) {
+    for (const Case& c : cases(n)) {
+      if (const std::string wrong = runCase(comm, gpu, stream, c); !wrong.empty()) {
+        failure += fmt::format("rank {}: {}: {}\n", comm.rank(), test::describe(c, n), wrong);
+      }
+    }
+    // A stream-ordered barrier, then a host-buffer call: it must come after
+    // the stream-ordered ones and still be exact.
+    comm.barrier({MemoryKind::Cuda, stream});
+    std::vector<float> host(100, 1.0f);
+    comm.allReduce(host.data(), host.data(), host.size(), tidalFloat32, tidalSum);
+    if (host[99] != static_cast<float>(n)) failure += "host AllReduce after stream ones wrong\n";
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(ModesAndRanks, DeviceCollectives, kModesAndRanks, modeName);
+
+// --- AllToAll(v), Gather, Scatter and Send/Recv groups on device buffers ---
+//
+// Element i of what rank `from` sends to rank `to` (int32, exact).
+int32_t exchanged(int from, int to, size_t i) {
+  return from * 100000 + to * 1000 + static_cast<int32_t>(i % 997);
+}
+
+// Runs `call` between a kernel that writes `input` on the caller's stream and
+// one that reads `output` after it; returns the output as that kernel saw it.
+template <typename Call>
+std::vector<int32_t> throughStream(FakeGpu& gpu, FakeGpu::Stream* stream,
+                                   const std::vector<int32_t>& input, std::vector<int32_t>& sendDev,
+                                   std::vector<int32_t>& recvDev, Call&& call) {
+  gpu.launch(
+      stream, [&sendDev, input] { std::copy(input.begin(), input.end(), sendDev.begin()); },
+      std::chrono::milliseconds(2));
+  call();
+  std::vector<int32_t> seen(recvDev.size());
+  gpu.launch(stream,
+             [&seen, &recvDev] { std::copy(recvDev.begin(), recvDev.end(), seen.begin()); });
+  if (!gpu.synchronize(stream)) seen.assign(seen.size(), -1);
+  return seen;
+}
+
+// Compares; returns "" or the first mismatch.
+std::string firstMismatch(const char* what, const std::vector<int32_t>& seen,
+                          const std::vector<int32_t>& want) {
+  size_t wrong = 0, first = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (seen[i] != want[i] && wrong++ == 0) first = i;
+  }
+  if (wrong == 0) return "";
+  return fmt::format("{}: {} of {} elements wrong, the first at {} is {}, expected {}\n", what,
+                     wrong, want.size(), first, seen[first], want[first]);
+}
+
+std::string deviceExchanges(Communicator& comm, FakeGpu& gpu, FakeGpu::Stream* stream) {
+  const int rank = comm.rank(), n = comm.nranks();
+  const auto un = static_cast<size_t>(n);
+  const CallMemory memory{MemoryKind::Cuda, stream};
+  std::string failure;
+  // AllToAll: one small count, one of several chunks.
+  for (size_t count : {size_t{7}, size_t{70001}}) {
+    std::vector<int32_t> in(count * un), want(count * un);
+    for (int p = 0; p < n; ++p)
+      for (size_t i = 0; i < count; ++i) {
+        in[static_cast<size_t>(p) * count + i] = exchanged(rank, p, i);
+        want[static_cast<size_t>(p) * count + i] = exchanged(p, rank, i);
+      }
+    std::vector<int32_t> sendDev(in.size(), -7), recvDev(in.size(), -7);
+    const auto seen = throughStream(gpu, stream, in, sendDev, recvDev, [&] {
+      comm.allToAll(sendDev.data(), recvDev.data(), count, tidalInt32, memory);
+    });
+    failure += firstMismatch("AllToAll", seen, want);
+  }
+  // AllToAllv: rank r sends (r + p) % 3 * 1000 elements to p (zero for some),
+  // packed in reverse peer order, and unpacks with a gap between blocks.
+  {
+    coll::AllToAllvLayout l;
+    const auto countTo = [](int from, int to) {
+      return static_cast<size_t>((from + to) % 3) * 1000;
+    };
+    size_t sendTotal = 0, recvTotal = 0;
+    l.sendCounts.resize(un);
+    l.sendDispls.resize(un);
+    l.recvCounts.resize(un);
+    l.recvDispls.resize(un);
+    for (int p = n - 1; p >= 0; --p) {
+      l.sendCounts[static_cast<size_t>(p)] = countTo(rank, p);
+      l.sendDispls[static_cast<size_t>(p)] = sendTotal;
+      sendTotal += countTo(rank, p);
+    }
+    for (int p = 0; p < n; ++p) {
+      l.recvCounts[static_cast<size_t>(p)] = countTo(p, rank);
+      l.recvDispls[static_cast<size_t>(p)] = recvTotal;
+      recvTotal += countTo(p, rank) + 5;
+    }
+    std::vector<int32_t> in(sendTotal), want(recvTotal, -7);
+    for (int p = 0; p < n; ++p) {
+      const auto up = static_cast<size_t>(p);
+      for (size_t i = 0; i < l.sendCounts[up]; ++i)
+        in[l.sendDispls[up] + i] = exchanged(rank, p, i);
+      for (size_t i = 0; i < l.recvCounts[up]; ++i)
+        want[l.recvDispls[up] + i] = exchanged(p, rank, i);
+    }
+    std::vector<int32_t> sendDev(in.size() + 1, -7), recvDev(want.size(), -7);
+    const auto seen = throughStream(gpu, stream, in, sendDev, recvDev, [&] {
+      comm.allToAllv(sendDev.data(), recvDev.data(), l, tidalInt32, memory);
+    });
+    failure += firstMismatch("AllToAllv", seen, want);
+  }
+  // Gather and Scatter at the last rank.
+  {
+    const int root = n - 1;
+    const size_t count = 1023;
+    std::vector<int32_t> in(count), want(rank == root ? count * un : 0);
+    for (size_t i = 0; i < count; ++i) in[i] = exchanged(rank, root, i);
+    for (int p = 0; p < n && rank == root; ++p)
+      for (size_t i = 0; i < count; ++i)
+        want[static_cast<size_t>(p) * count + i] = exchanged(p, root, i);
+    std::vector<int32_t> sendDev(count, -7), recvDev(want.size(), -7);
+    const auto seen = throughStream(gpu, stream, in, sendDev, recvDev, [&] {
+      comm.gather(sendDev.data(), recvDev.data(), count, tidalInt32, root, memory);
+    });
+    failure += firstMismatch("Gather", seen, want);
+
+    std::vector<int32_t> scatterIn(rank == root ? count * un : 0), scatterWant(count);
+    for (int p = 0; p < n && rank == root; ++p)
+      for (size_t i = 0; i < count; ++i)
+        scatterIn[static_cast<size_t>(p) * count + i] = exchanged(root, p, i);
+    for (size_t i = 0; i < count; ++i) scatterWant[i] = exchanged(root, rank, i);
+    std::vector<int32_t> scatterSend(scatterIn.size(), -7), scatterRecv(count, -7);
+    const auto scattered = throughStream(gpu, stream, scatterIn, scatterSend, scatterRecv, [&] {
+      comm.scatter(scatterSend.data(), scatterRecv.data(), count, tidalInt32, root, memory);
+    });
+    failure += firstMismatch("Scatter", scattered, scatterWant);
+  }
+  // One group: a ring shift in both directions, a self send, every pair, and
+  // a receive posted larger than its message (a shorter message is taken).
+  {
+    const size_t count = 40000;
+    const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    // Send blocks: [next][prev][self][all peers...]; receive blocks alike.
+    const size_t blocks = 3 + un;
+    std::vector<int32_t> in(blocks * count), want(blocks * (count + 3), -7);
+    const auto put = [&](size_t block, int to) {
+      for (size_t i = 0; i < count; ++i)
+        in[block * count + i] = exchanged(rank, to, i) + int32_t(block);
+    };
+    const auto expect = [&](size_t block, int from, size_t sentAs) {
+      for (size_t i = 0; i < count; ++i)
+        want[block * (count + 3) + i] = exchanged(from, rank, i) + int32_t(sentAs);
+    };
+    put(0, next);
+    put(1, prev);
+    put(2, rank);
+    for (int p = 0; p < n; ++p) put(3 + static_cast<size_t>(p), p);
+    expect(0, prev, 0);
+    expect(1, next, 1);
+    expect(2, rank, 2);
+    for (int p = 0; p < n; ++p)
+      expect(3 + static_cast<size_t>(p), p, 3 + static_cast<size_t>(rank));
+    std::vector<int32_t> sendDev(in.size(), -7), recvDev(want.size(), -7);
+    const size_t bytes = count * sizeof(int32_t);
+    const auto seen = throughStream(gpu, stream, in, sendDev, recvDev, [&] {
+      using K = coll::P2pOp::Kind;
+      std::vector<coll::P2pOp> ops;
+      const auto sendAt = [&](size_t b) { return sendDev.data() + b * count; };
+      const auto recvAt = [&](size_t b) { return recvDev.data() + b * (count + 3); };
+      ops.push_back({K::Send, next, sendAt(0), bytes});
+      ops.push_back({K::Recv, prev, recvAt(0), bytes + 3 * sizeof(int32_t)});
+      ops.push_back({K::Send, prev, sendAt(1), bytes});
+      ops.push_back({K::Recv, next, recvAt(1), bytes});
+      ops.push_back({K::Send, rank, sendAt(2), bytes});
+      ops.push_back({K::Recv, rank, recvAt(2), bytes});
+      for (int p = 0; p < n; ++p) {
+        ops.push_back({K::Send, p, sendAt(3 + static_cast<size_t>(p)), bytes});
+        ops.push_back({K::Recv, p, recvAt(3 + static_cast<size_t>(p)), bytes});
+      }
+      comm.pointToPoint(ops, memory);
+    });
+    failure += firstMismatch("Send/Recv group", seen, want);
+  }
+  return failure;
+}
+
+class DeviceExchanges : public DeviceModes {};
+
+TEST_P(DeviceExchanges, AllToAllGatherScatterAndSendRecvGroupsAreOrderedAndExact) {
+  onEveryRank([](Communicator& comm, FakeGpu& gpu, FakeGpu::Stream* stream, std::string& failure) {
+    if (const std::string wrong = deviceExchanges(comm, gpu, stream); !wrong.empty())
+      failure += fmt::format("rank {}: {}", comm.rank(), wrong);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(ModesAndRanks, DeviceExchanges, kModesAndRanks, modeName);
+
+// A device receive posted smaller than its message fails the communicator
+// with both counts named, never truncates silently.
+TEST(DeviceExchangesFailure, TruncatingReceiveIsAnErrorNamingBothCounts) {
+  ScopedEnv timeout("TIDAL_TIMEOUT", "30");
   FakeGpu gpu{kKernelTime};
   auto live = std::make_shared<std::atomic<int>>(0);
   const auto failures =
-      runJob(n, gpu, live, [&](Communicator& comm, FakeGpu::Stream* stream, std::string& failure) {
-        for (const Case& c : cases(n)) {
-          if (const std::string wrong = runCase(comm, gpu, stream, c); !wrong.empty()) {
-            failure += fmt::format("rank {}: {}: {}\n", comm.rank(), test::describe(c, n), wrong);
-          }
+      runJob(2, gpu, live, [&](Communicator& comm, FakeGpu::Stream* stream, std::string& failure) {
+        std::vector<int32_t> buffer(1000, 1);
+        const CallMemory memory{MemoryKind::Cuda, stream};
+        using K = coll::P2pOp::Kind;
+        const size_t sent = 1000 * sizeof(int32_t), room = 10 * sizeof(int32_t);
+        if (comm.rank() == 0) {
+          comm.pointToPoint({{K::Send, 1, buffer.data(), sent}}, memory);
+        } else {
+          comm.pointToPoint({{K::Recv, 0, buffer.data(), room}}, memory);
         }
-        // A stream-ordered barrier, then a host-buffer call: it must come after
-        // the stream-ordered ones and still be exact.
-        comm.barrier({MemoryKind::Cuda, stream});
-        std::vector<float> host(100, 1.0f);
-        comm.allReduce(host.data(), host.data(), host.size(), tidalFloat32, tidalSum);
-        if (host[99] != static_cast<float>(n))
-          failure += "host AllReduce after stream ones wrong\n";
+        gpu.synchronize(stream);
+        std::string text;
+        try {
+          comm.barrier();  // the next call reports the broken communicator
+        } catch (const Error& e) {
+          text = e.what();
+        }
+        if (comm.rank() == 1 && (text.find(std::to_string(room)) == std::string::npos ||
+                                 text.find(std::to_string(sent)) == std::string::npos)) {
+          failure = "rank 1's next call did not name both counts: " + text;
+        }
+        if (text.empty()) failure += "the next call succeeded on a broken communicator";
       });
   for (const auto& f : failures) EXPECT_EQ(f, "");
-  EXPECT_EQ(live->load(), 0) << "device memory left allocated after the communicators went";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    ModesAndRanks, DeviceCollectives,
-    ::testing::Combine(::testing::ValuesIn(kModes), ::testing::Values(2, 3, 4)), [](const auto& p) {
-      return fmt::format("{}_np{}", std::get<0>(p.param).name, std::get<1>(p.param));
-    });
+// A communicator's Send/Recv in one group are one schedule: mixing host and
+// device buffers (or two streams) in it is refused when the call is made,
+// naming both, and what was queued before still runs.
+TEST(DeviceExchangesFailure, GroupMixingHostAndDeviceSendRecvIsRefused) {
+  FakeGpu gpu{kKernelTime};
+  auto live = std::make_shared<std::atomic<int>>(0);
+  const auto failures =
+      runJob(1, gpu, live, [&](Communicator& comm, FakeGpu::Stream* stream, std::string& failure) {
+        using K = coll::P2pOp::Kind;
+        std::vector<int32_t> a(8, 3), b(8, 0), c(8, 0);
+        group::start();
+        group::pointToPoint(comm, {K::Send, 0, a.data(), 32}, CallMemory{});
+        group::pointToPoint(comm, {K::Recv, 0, b.data(), 32}, CallMemory{});
+        std::string text;
+        try {
+          group::pointToPoint(comm, {K::Recv, 0, c.data(), 32}, {MemoryKind::Cuda, stream});
+        } catch (const Error& e) {
+          text = e.what();
+        }
+        group::end();
+        if (text.find("CUDA buffers on stream") == std::string::npos ||
+            text.find("host buffers") == std::string::npos)
+          failure += "mixing was not refused with both kinds named: " + text + "\n";
+        if (b[7] != 3) failure += "the host Send/Recv queued before did not run\n";
+        if (c[0] != 0) failure += "the refused Recv ran\n";
+      });
+  for (const auto& f : failures) EXPECT_EQ(f, "");
+}
 
 // A rank that aborts while its peer runs a stream-ordered collective: the
 // peer's stream is released, and the error surfaces as the communicator's

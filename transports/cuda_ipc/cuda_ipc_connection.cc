@@ -1,5 +1,6 @@
 #include "transports/cuda_ipc/cuda_ipc_connection.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace tidal::cuda_ipc {
 
@@ -33,6 +35,27 @@ CudaIpcConnection::~CudaIpcConnection() {
   // Copies into or out of the ring may still run (after an error): the ring
   // must outlive them.
   if (!inFlight_.empty()) device_.drain(kTeardownDrain);
+  // A send completes once its bytes are published, not once the receiver
+  // has copied them out, and the ring is this side's memory: freeing it
+  // while the receiver still reads it (a rank that destroys its
+  // communicator right after a Send) would hand the receiver freed memory.
+  // So wait, bounded, until the receiver's tail has caught up with what we
+  // published, or it has closed its end, unless we were aborted.
+  if (direction_ != Direction::Send || aborted_.load()) return;
+  const auto giveUp = Clock::now() + kTeardownDrain;
+  readControl();
+  while (theirs_ < sent_ && !peerClosed_) {
+    if (Clock::now() > giveUp) {
+      TIDAL_WARN(Net,
+                 "rank {}: cuda_ipc connection to rank {} closes with {} published bytes the "
+                 "receiver has not taken after {} s",
+                 selfRank_, peer_, sent_ - theirs_, kTeardownDrain.count());
+      return;
+    }
+    pollfd p{control_.fd(), POLLIN, 0};
+    ::poll(&p, 1, 10);
+    readControl();
+  }
 }
 
 void CudaIpcConnection::post(void* data, size_t bytes) {
