@@ -16,6 +16,49 @@
 
 namespace tidal::coll {
 
+namespace {
+
+// A Send: its size message (8 bytes at `size`), then the payload in chunks.
+void appendSend(Schedule& s, int peer, BufferRef size, BufferRef payload, size_t bytes,
+                size_t chunk) {
+  s.sends.push_back({peer, size, sizeof(uint64_t), -1});
+  for (size_t off = 0; off < bytes; off += chunk) {
+    s.sends.push_back(
+        {peer, {payload.buffer, payload.offset + off}, std::min(chunk, bytes - off), -1});
+  }
+}
+
+// A Recv of up to `bytes`: the size lands in the receive's own scratch word,
+// and each piece takes only what the announced size leaves for it.
+void appendRecv(Schedule& s, int peer, BufferRef payload, size_t bytes, size_t chunk) {
+  const auto header = static_cast<int64_t>(s.recvs.size());
+  RecvOp size{peer, {Buffer::Scratch, s.scratchBytes}, sizeof(uint64_t), false, {}, 0};
+  size.sizeLimit = bytes;
+  s.recvs.push_back(size);
+  s.scratchBytes += sizeof(uint64_t);
+  for (size_t off = 0; off < bytes; off += chunk) {
+    RecvOp piece{
+        peer, {payload.buffer, payload.offset + off}, std::min(chunk, bytes - off), false, {}, 0};
+    piece.sizedBy = header;
+    piece.messageOffset = off;
+    s.recvs.push_back(piece);
+  }
+}
+
+}  // namespace
+
+Schedule p2pSingle(const P2pOp& op, size_t chunkBytes, const uint64_t* sizeWord) {
+  Schedule s;
+  s.type = tidalUint8;
+  const size_t chunk = std::max<size_t>(chunkBytes, 1);
+  if (op.kind == P2pOp::Kind::Send) {
+    appendSend(s, op.peer, addressOf(sizeWord), {Buffer::Send, 0}, op.bytes, chunk);
+  } else {
+    appendRecv(s, op.peer, {Buffer::Recv, 0}, op.bytes, chunk);
+  }
+  return s;
+}
+
 Schedule p2pGroup(int rank, const std::vector<P2pOp>& ops, size_t chunkBytes,
                   std::vector<uint64_t>& sizes) {
   Schedule s;
@@ -33,24 +76,9 @@ Schedule p2pGroup(int rank, const std::vector<P2pOp>& ops, size_t chunkBytes,
       continue;
     }
     if (op.kind == P2pOp::Kind::Send) {
-      s.sends.push_back({op.peer, addressOf(&sizes[nextSize++]), sizeof(uint64_t), -1});
-      const char* base = static_cast<const char*>(op.buffer);
-      for (size_t off = 0; off < op.bytes; off += chunk)
-        s.sends.push_back({op.peer, addressOf(base + off), std::min(chunk, op.bytes - off), -1});
-      continue;
-    }
-    // The size lands in the receive's own scratch word.
-    const auto header = static_cast<int64_t>(s.recvs.size());
-    RecvOp size{op.peer, {Buffer::Scratch, s.scratchBytes}, sizeof(uint64_t), false, {}, 0};
-    size.sizeLimit = op.bytes;
-    s.recvs.push_back(size);
-    s.scratchBytes += sizeof(uint64_t);
-    char* base = static_cast<char*>(op.buffer);
-    for (size_t off = 0; off < op.bytes; off += chunk) {
-      RecvOp piece{op.peer, addressOf(base + off), std::min(chunk, op.bytes - off), false, {}, 0};
-      piece.sizedBy = header;
-      piece.messageOffset = off;
-      s.recvs.push_back(piece);
+      appendSend(s, op.peer, addressOf(&sizes[nextSize++]), addressOf(op.buffer), op.bytes, chunk);
+    } else {
+      appendRecv(s, op.peer, addressOf(op.buffer), op.bytes, chunk);
     }
   }
   if (selfSends.size() != selfRecvs.size()) {

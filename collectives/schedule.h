@@ -197,6 +197,12 @@ struct P2pOp {
   void* buffer;  // host or device address (all ops of a schedule: one kind)
   size_t bytes;
 };
+// One Send or Recv with another rank, as p2pGroup would build it, but naming
+// the caller's buffer as the run's send (Send) or receive (Recv) buffer, so
+// that the schedule depends only on (kind, peer, bytes) and can be kept. A
+// Send's size message is read from `sizeWord`, which must hold op.bytes when
+// the schedule runs.
+Schedule p2pSingle(const P2pOp& op, size_t chunkBytes, const uint64_t* sizeWord);
 // One schedule for a whole group: each Send becomes a size message and its
 // payload in chunks, each Recv the matching sized receives; a rank's own
 // sends to itself are copied to its receives from itself in posting order.

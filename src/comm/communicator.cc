@@ -190,12 +190,14 @@ std::unique_lock<std::mutex> Communicator::enterCall(const char* what) {
   return lock;
 }
 
-template <typename Build>
+template <typename Build, typename Prepare>
 void Communicator::execute(const char* what, const ScheduleCache::Key& key, const void* sendbuff,
-                           void* recvbuff, const CallMemory& memory, Build&& build) {
+                           void* recvbuff, const CallMemory& memory, Build&& build,
+                           Prepare&& prepare) {
   // Schedules that name host addresses (Buffer::Address) are built per call.
   constexpr bool kCached = std::is_invocable_v<Build>;
   const std::unique_lock lock = enterCall(what);
+  prepare();
   if (memory.kind == MemoryKind::Cuda) {
     if (!device_) {
       fail(tidalInvalidUsage, "rank {}: {} on CUDA buffers, but this communicator has none: {}",
@@ -255,7 +257,9 @@ enum Collective : int {
   kBarrier,
   kAllToAll,
   kGather,
-  kScatter
+  kScatter,
+  kSend,
+  kRecv
 };
 
 void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
@@ -370,6 +374,21 @@ void Communicator::scatter(const void* sendbuff, void* recvbuff, size_t count, t
   const auto a = args(count, type, tidalSum, root, inPlace);
   execute("Scatter", {kScatter, count, type, tidalSum, root, inPlace}, sendbuff, recvbuff, memory,
           [&] { return coll::directScatter(a); });
+}
+
+void Communicator::pointToPoint(const coll::P2pOp& op, const CallMemory& memory) {
+  if (memory.kind == MemoryKind::Cuda || op.peer == rank_) {
+    pointToPoint(std::vector<coll::P2pOp>{op}, memory);
+    return;
+  }
+  const bool send = op.kind == coll::P2pOp::Kind::Send;
+  const size_t chunk = engine_->options().chunkBytes;
+  // The peer is the key's root; the schedule names the buffer as the run's own.
+  execute(
+      send ? "Send" : "Recv",
+      {send ? kSend : kRecv, op.bytes, tidalUint8, tidalSum, op.peer, false}, op.buffer, op.buffer,
+      memory, [&] { return coll::p2pSingle(op, chunk, &sendSizeWord_); },
+      [&] { sendSizeWord_ = op.bytes; });
 }
 
 void Communicator::pointToPoint(const std::vector<coll::P2pOp>& ops, const CallMemory& memory) {

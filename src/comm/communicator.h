@@ -68,6 +68,9 @@ class Communicator {
   // A group's point-to-point operations on this communicator, all at once.
   // A group's Send/Recv on this communicator, all on `memory` (one kind, one stream).
   void pointToPoint(const std::vector<coll::P2pOp>& ops, const CallMemory& memory);
+  // One Send or Recv outside a group: on host buffers with another rank, a
+  // cached schedule (no build per call), otherwise a group of one.
+  void pointToPoint(const coll::P2pOp& op, const CallMemory& memory);
 
   // tidalCommSplit (collective over this communicator): ranks of the same
   // color >= 0 form a new communicator, ordered by (key, rank here); a
@@ -113,9 +116,12 @@ class Communicator {
   std::unique_lock<std::mutex> enterCall(const char* what);
   // Runs the schedule `build()` makes (or the cached one for `key`) with the
   // communicator locked for this call.
-  template <typename Build>
-  void execute(const char* what, const ScheduleCache::Key& key, const void* sendbuff,
-               void* recvbuff, const CallMemory& memory, Build&& build);
+  // `prepare` runs once the call holds the communicator, before the schedule
+  // runs (it fills what a cached schedule reads, such as sendSizeWord_).
+  template <typename Build, typename Prepare = void (*)()>
+  void execute(
+      const char* what, const ScheduleCache::Key& key, const void* sendbuff, void* recvbuff,
+      const CallMemory& memory, Build&& build, Prepare&& prepare = [] {});
   // Builds the device path (collective): device buffers' connections and
   // progress thread, or the reason there is none.
   void connectDevices();
@@ -138,6 +144,7 @@ class Communicator {
   ScheduleCache schedules_;  // used only under opMutex_
   std::vector<uint8_t> barrierBuffer_;
   std::vector<uint64_t> messageSizes_;  // size messages of the sized schedule running now
+  uint64_t sendSizeWord_ = 0;           // the size message of a single Send running now
 
   std::mutex opMutex_;
   std::atomic<int> callsInFlight_{0};

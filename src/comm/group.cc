@@ -62,7 +62,7 @@ void runOrQueue(Communicator& comm, std::function<void()> work) {
 
 void pointToPoint(Communicator& comm, const coll::P2pOp& op, const CallMemory& memory) {
   if (!active()) {
-    comm.pointToPoint({op}, memory);
+    comm.pointToPoint(op, memory);
     return;
   }
   CommWork& w = workOf(comm);

@@ -142,7 +142,16 @@ void StreamEngine::runItem(Item& item) {
                         fmt::format("rank {}: {}: internal error: {}", rank_, item.what, e.what())),
                   item.what);
   }
-  // Released even after a failure: see the header.
+  // Released even after a failure: see the header. But not before the copies
+  // and kernels the failed run had enqueued have finished: they read and
+  // write the caller's buffers, which the caller may reuse or free as soon as
+  // its stream goes on.
+  if (failed_.load() || aborted_.load()) {
+    if (!device_.drain(std::chrono::duration_cast<std::chrono::milliseconds>(timeout_))) {
+      TIDAL_WARN(Coll, "rank {}: GPU work of the failed {} still runs after TIDAL_TIMEOUT={} s",
+                 rank_, item.what, timeout_.count());
+    }
+  }
   device_.release(item.seq);
 }
 

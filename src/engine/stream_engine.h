@@ -24,7 +24,10 @@
 // what tidalCommGetAsyncError and the next call report. The failed item's
 // stream, and the streams of every item behind it, are still released, with
 // their outputs undefined: a stream held forever would hang the caller's GPU
-// work with no way to report anything. Later items are not run.
+// work with no way to report anything. Later items are not run. A stream is
+// released only once the engine stream has finished what the failed run
+// enqueued (bounded by the timeout), so no copy of ours touches the caller's
+// buffers after the caller's stream has gone on.
 //
 // Nothing here blocks the host on a stream: captureInput and holdStream only
 // enqueue. waitIdle (used before host-buffer calls and at destroy) blocks the
