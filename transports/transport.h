@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/unique_id.h"
 #include "core/memory_kind.h"
+#include "core/secret.h"
 #include "core/socket.h"
 
 namespace tidal {

@@ -5,10 +5,10 @@
 #include <cerrno>
 #include <cstring>
 
-#include "bootstrap/hello_acceptor.h"
-#include "bootstrap/wire.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "net/hello_acceptor.h"
+#include "net/wire.h"
 
 namespace tidal {
 
@@ -122,9 +122,9 @@ void Bootstrap::connectRing(Socket& listener, Deadline deadline) {
   wire::sendMessage(next_, MsgType::RingHello, hello.data(), hello.size(), deadline,
                     fmt::format("{}: ring hello to {}", self, peerName(next)));
 
-  HelloAcceptor acceptor(listener, MsgType::RingHello, sizeof(Secret) + kRingHelloBodyBytes,
-                         secret_,
-                         fmt::format("{} listener {}", self, listener.localAddress().toString()));
+  HelloAcceptor acceptor(
+      listener, MsgType::RingHello, sizeof(Secret) + kRingHelloBodyBytes, secret_,
+      fmt::format("{} listener {}", self, listener.localAddress().toString()), log::Subsys::Boot);
   for (;;) {
     auto h = acceptor.next(deadline);
     if (!h) {

@@ -7,7 +7,7 @@
 // its rank) over which allGather, broadcast and barrier run; the root thread
 // exits once the table is sent.
 //
-// Wire format (wire.h): every message is a fixed header {magic, version,
+// Wire format (net/wire.h): every message is a fixed header {magic, version,
 // type, length} followed by at most kMaxMessageBytes of payload; anything
 // else (a stranger, a wrong secret, garbage, an oversize length) is logged as
 // a WARN and the socket closed. Every wait is bounded by TIDAL_TIMEOUT (read
@@ -32,8 +32,6 @@
 
 namespace tidal {
 
-inline constexpr uint32_t kBootstrapMagic = 0x5444424bu;  // "TDBK"
-inline constexpr uint16_t kBootstrapVersion = 1;
 inline constexpr size_t kMaxMessageBytes = 64u << 20;
 
 // Starts the rendezvous root listening on `listenAddr` (port 0 = any) in a

@@ -9,10 +9,10 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/pmix.h"
-#include "bootstrap/wire.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "net/wire.h"
 
 namespace tidal {
 

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
-#include "bootstrap/hello_acceptor.h"
-#include "bootstrap/wire.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "net/hello_acceptor.h"
+#include "net/wire.h"
 
 namespace tidal {
 
@@ -57,7 +57,7 @@ class RootServer {
   // Returns false when the deadline passed first.
   bool collectHellos() {
     HelloAcceptor acceptor(listener_, wire::MsgType::Hello, sizeof(Secret) + kHelloBodyBytes,
-                           secret_, name_);
+                           secret_, name_, log::Subsys::Boot);
     while (nranks_ < 0 || joined_ < nranks_) {
       auto hello = acceptor.next(deadline_);
       if (!hello) {
@@ -87,7 +87,7 @@ class RootServer {
         addresses_.resize(static_cast<size_t>(nranks));
       }
       TIDAL_TRACE(Boot, "{}: rank {} of {} joined from {} (listens on {})", name_, rank, nranks,
-                  hello->peer.toString(), addr.toString());
+                  hello->peer, addr.toString());
       ranks_[static_cast<size_t>(rank)] = std::move(hello->socket);
       addresses_[static_cast<size_t>(rank)] = addr;
       ++joined_;

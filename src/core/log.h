@@ -34,13 +34,16 @@ class ScopedPrefix {
 
 }  // namespace tidal::log
 
-#define TIDAL_LOG_(level, subsys, ...)                                                   \
-  do {                                                                                   \
-    if (::tidal::log::enabled(level, ::tidal::log::Subsys::subsys))                      \
-      ::tidal::log::logger().log(level, "{}[{}] {}", ::tidal::log::threadPrefix(),       \
-                                 ::tidal::log::subsysName(::tidal::log::Subsys::subsys), \
-                                 fmt::format(__VA_ARGS__));                              \
+// TIDAL_LOG_AT takes the subsystem as a value (a log::Subsys chosen at run
+// time); the others name it: TIDAL_WARN(Net, ...).
+#define TIDAL_LOG_AT(level, subsys, ...)                                                      \
+  do {                                                                                        \
+    if (::tidal::log::enabled(level, subsys))                                                 \
+      ::tidal::log::logger().log(level, "{}[{}] {}", ::tidal::log::threadPrefix(),            \
+                                 ::tidal::log::subsysName(subsys), fmt::format(__VA_ARGS__)); \
   } while (0)
+#define TIDAL_LOG_(level, subsys, ...) \
+  TIDAL_LOG_AT(level, ::tidal::log::Subsys::subsys, __VA_ARGS__)
 
 #define TIDAL_WARN(subsys, ...) TIDAL_LOG_(spdlog::level::warn, subsys, __VA_ARGS__)
 #define TIDAL_INFO(subsys, ...) TIDAL_LOG_(spdlog::level::info, subsys, __VA_ARGS__)

@@ -3,7 +3,6 @@
 #include "bootstrap/bootstrap.h"
 
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ringbuffer_sink.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -12,10 +11,11 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/wire.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "log_capture.h"
+#include "net/wire.h"
 #include "scoped_env.h"
 
 namespace tidal {
@@ -23,6 +23,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
+using test::LogCapture;
 using test::ScopedEnv;
 
 UniqueId freshJob() {
@@ -170,32 +171,6 @@ TEST(Bootstrap, RejectsBadArguments) {
     }
   }
 }
-
-// Captures WARN lines of the shared logger for the test's lifetime.
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1000)) {
-    log::logger().sinks().push_back(sink_);
-  }
-  ~LogCapture() {
-    auto& sinks = log::logger().sinks();
-    std::erase(sinks, sink_);
-  }
-  bool contains(const std::string& a, const std::string& b) const {
-    for (const auto& line : sink_->last_formatted()) {
-      if (line.find(a) != std::string::npos && line.find(b) != std::string::npos) return true;
-    }
-    return false;
-  }
-  std::string all() const {
-    std::string out;
-    for (const auto& line : sink_->last_formatted()) out += line;
-    return out;
-  }
-
- private:
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
-};
 
 // True when the peer closes `s` within `within` (reading and discarding
 // anything it sends first).

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/wire.h"
 #include "fake_device.h"
+#include "net/wire.h"
 #include "scoped_env.h"
 
 namespace tidal::cuda_ipc {

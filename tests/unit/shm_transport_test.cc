@@ -5,26 +5,38 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <numeric>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include "core/error.h"
+#include "log_capture.h"
+#include "net/wire.h"
 #include "scoped_env.h"
+#include "transport_checks.h"
 #include "transports/shm/shm_connection.h"
 #include "transports/transport.h"
 
 namespace tidal {
 namespace {
 
+using test::drain;
+using test::expectAbortEndsAccept;
+using test::expectPromptConnection;
+using test::LogCapture;
 using test::ScopedEnv;
 using namespace std::chrono_literals;
 
@@ -48,16 +60,6 @@ std::string selfMaps() {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-// Drives both connections on this thread until every posted transfer completed.
-void drain(Connection& a, Connection& b) {
-  const auto deadline = Clock::now() + 20s;
-  while (a.completed() < a.posted() || b.completed() < b.posted()) {
-    a.progress();
-    b.progress();
-    ASSERT_LT(Clock::now(), deadline) << "transfers did not complete";
-  }
-}
-
 // Like the engine: progress, and when nothing moved sleep in poll() on the
 // connection's fds. Returns the number of polls that ran into their timeout
 // while work was pending (a lost wakeup); throws what progress() throws.
@@ -78,6 +80,46 @@ std::vector<uint8_t> pattern(size_t bytes, uint8_t seed) {
   std::iota(v.begin(), v.end(), seed);
   return v;
 }
+
+// Connects to the shm listener behind `h` ("<host key> <abstract name>") as a
+// stranger would, without the transport.
+Socket rawConnect(const ConnectHandle& h) {
+  const std::string text(h.begin(), h.end());
+  const std::string name = text.substr(text.find(' ') + 1);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path + 1, name.data(), name.size());
+  const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  Socket s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (::connect(s.fd(), reinterpret_cast<const sockaddr*>(&addr), length) != 0) {
+    throw std::runtime_error("rawConnect: " + std::string(std::strerror(errno)));
+  }
+  return s;
+}
+
+// An shm hello by hand, in shm_transport.cc's format: the wire.h header, the
+// secret, then version 4, from rank, to rank, slots, slot bytes.
+std::vector<uint8_t> shmHello(const Secret& secret, int from, int to) {
+  std::vector<uint8_t> body;
+  wire::Writer w(body);
+  w.bytes(secret.data(), secret.size());
+  w.u16(4);
+  w.u32(static_cast<uint32_t>(from));
+  w.u32(static_cast<uint32_t>(to));
+  w.u32(8);
+  w.u32(262144);
+  const auto header =
+      wire::encodeHeader(wire::MsgType::ShmHello, static_cast<uint32_t>(body.size()));
+  body.insert(body.begin(), header.begin(), header.end());
+  return body;
+}
+
+void sendRaw(Socket& s, const std::vector<uint8_t>& bytes) {
+  s.sendAll(bytes.data(), bytes.size(), deadlineIn(5000ms), "stranger");
+}
+
+// The WARN lines name a unix-socket peer by the pid and uid the kernel reports.
+std::string thisProcess() { return fmt::format("pid {} uid {}", ::getpid(), ::getuid()); }
 
 struct Pair {
   std::unique_ptr<Transport> t0, t1;
@@ -354,6 +396,7 @@ TEST(ShmTransport, StrangerWithWrongSecretIsRefusedAndRealPeerAccepted) {
   auto t1 = createTransport("shm", {1, 2, secretOf(1)});
   auto intruder = createTransport("shm", {0, 2, secretOf(2)});  // right ranks, wrong secret
   const ConnectHandle h1 = t1->listen();
+  LogCapture logs;
   const Deadline d = deadlineIn(10000ms);
   auto bad = intruder->connectSend(1, h1, d);
   auto good = t0->connectSend(1, h1, d);
@@ -363,6 +406,8 @@ TEST(ShmTransport, StrangerWithWrongSecretIsRefusedAndRealPeerAccepted) {
   recv->post(&y, sizeof y);
   drain(*good, *recv);
   EXPECT_EQ(y, 0xfeedf00d);
+  EXPECT_TRUE(logs.contains("closed connection from " + thisProcess(), "wrong secret"))
+      << logs.all();
   // The intruder's socket was closed: once its ring is full it learns so.
   std::vector<uint8_t> lots(8 << 20);
   bad->post(lots.data(), lots.size());
@@ -373,6 +418,43 @@ TEST(ShmTransport, StrangerWithWrongSecretIsRefusedAndRealPeerAccepted) {
     EXPECT_EQ(e.code(), tidalRemoteError);
     EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
   }
+}
+
+// Strangers on the shm listener that stay silent, trickle, send garbage or a
+// wrong secret hold only their own slot: the real peer is served at once,
+// long before kHelloReadLimit frees the silent ones, and each refusal is a
+// WARN naming the process.
+TEST(ShmTransport, SilentStrangersDoNotStopTheRealPeer) {
+  auto t0 = createTransport("shm", {0, 2, secretOf(8)});
+  auto t1 = createTransport("shm", {1, 2, secretOf(8)});
+  const ConnectHandle h1 = t1->listen();
+  LogCapture logs;
+  Socket silent = rawConnect(h1);
+  Socket trickle = rawConnect(h1);
+  const std::vector<uint8_t> hello = shmHello(secretOf(8), 0, 1);
+  sendRaw(trickle, std::vector<uint8_t>(hello.begin(), hello.begin() + 7));
+  Socket garbage = rawConnect(h1);
+  sendRaw(garbage, std::vector<uint8_t>(64, 0x5a));
+  Socket wrongSecret = rawConnect(h1);
+  sendRaw(wrongSecret, shmHello(secretOf(9), 0, 1));
+  expectPromptConnection(*t0, *t1, 0, 1, h1);
+  EXPECT_TRUE(logs.contains("closed connection from " + thisProcess(), "magic")) << logs.all();
+  EXPECT_TRUE(logs.contains("closed connection from " + thisProcess(), "wrong secret"))
+      << logs.all();
+}
+
+// The descriptors are taken only after a hello with the secret, and a hello
+// without them is refused rather than waited for past its read limit.
+TEST(ShmTransport, HelloWithoutItsDescriptorsIsRefused) {
+  auto t1 = createTransport("shm", {1, 2, secretOf(3)});
+  const ConnectHandle h1 = t1->listen();
+  LogCapture logs;
+  {
+    Socket liar = rawConnect(h1);
+    sendRaw(liar, shmHello(secretOf(3), 0, 1));
+  }  // closed before any descriptors
+  EXPECT_THROW(t1->acceptRecv(0, deadlineIn(500ms)), Error);
+  EXPECT_TRUE(logs.contains("claims rank 0", "before the descriptors")) << logs.all();
 }
 
 // Forks a peer that connects to us (or accepts us), moves one word, and then
@@ -488,6 +570,12 @@ TEST(ShmTransport, SegmentsAreMemfdsAndNothingLandsInDevShm) {
     EXPECT_TRUE(before.count(name)) << "/dev/shm/" << name << " appeared";
   }
   EXPECT_EQ(selfMaps().find("memfd:tidal-shm"), std::string::npos) << "a segment leaked";
+}
+
+TEST(ShmTransport, AbortEndsAWaitingAccept) {
+  auto t1 = createTransport("shm", {1, 2, secretOf(3)});
+  t1->listen();
+  expectAbortEndsAccept(*t1, 0);
 }
 
 TEST(ShmTransport, AcceptTimesOutNamingThePeer) {

@@ -9,10 +9,18 @@
 
 #include "core/error.h"
 #include "core/params.h"
+#include "log_capture.h"
+#include "net/wire.h"
+#include "transport_checks.h"
 #include "transports/transport.h"
 
 namespace tidal {
 namespace {
+
+using test::drain;
+using test::expectAbortEndsAccept;
+using test::expectPromptConnection;
+using test::LogCapture;
 
 Secret secretOf(uint8_t b) {
   Secret s;
@@ -20,14 +28,28 @@ Secret secretOf(uint8_t b) {
   return s;
 }
 
-// Drives both connections until every posted transfer completed.
-void drain(Connection& a, Connection& b) {
-  const auto deadline = Clock::now() + std::chrono::seconds(20);
-  while (a.completed() < a.posted() || b.completed() < b.posted()) {
-    a.progress();
-    b.progress();
-    ASSERT_LT(Clock::now(), deadline) << "transfers did not complete";
-  }
+SocketAddress addressOf(const ConnectHandle& h) {
+  SocketAddress addr;
+  std::memcpy(&addr.length, h.data(), sizeof addr.length);
+  std::memcpy(&addr.storage, h.data() + sizeof addr.length, addr.length);
+  return addr;
+}
+
+// A tcp hello by hand, in tcp_transport.cc's format: the wire.h header, the
+// secret, then version 2, socket index, socket count, from rank, to rank.
+std::vector<uint8_t> tcpHello(const Secret& secret, int from, int to) {
+  std::vector<uint8_t> body;
+  wire::Writer w(body);
+  w.bytes(secret.data(), secret.size());
+  w.u16(2);  // version
+  w.u16(0);  // socket index
+  w.u16(1);  // of one socket
+  w.u32(static_cast<uint32_t>(from));
+  w.u32(static_cast<uint32_t>(to));
+  const auto header =
+      wire::encodeHeader(wire::MsgType::TcpHello, static_cast<uint32_t>(body.size()));
+  body.insert(body.begin(), header.begin(), header.end());
+  return body;
 }
 
 struct Pair {
@@ -74,6 +96,7 @@ TEST(TcpTransport, StrangerWithWrongSecretIsRefusedAndRealPeerAccepted) {
   auto t1 = createTransport("tcp", {1, 2, secretOf(1)});
   auto intruder = createTransport("tcp", {0, 2, secretOf(2)});  // right ranks, wrong secret
   const ConnectHandle h1 = t1->listen();
+  LogCapture logs;
   const Deadline d = deadlineIn(std::chrono::milliseconds(10000));
   auto bad = intruder->connectSend(1, h1, d);
   auto good = t0->connectSend(1, h1, d);
@@ -83,6 +106,10 @@ TEST(TcpTransport, StrangerWithWrongSecretIsRefusedAndRealPeerAccepted) {
   recv->post(&y, sizeof y);
   drain(*good, *recv);
   EXPECT_EQ(y, 0xfeedf00d);
+  // The intruder connected from this host: its address is the listener's, another port.
+  const std::string listener = addressOf(h1).toString();
+  const std::string from = "closed connection from " + listener.substr(0, listener.rfind(':'));
+  EXPECT_TRUE(logs.contains(from, "wrong secret")) << logs.all();
   // The intruder's sockets were closed: a send eventually fails.
   uint32_t z = 1;
   EXPECT_THROW(
@@ -106,25 +133,14 @@ TEST(TcpTransport, HalfSentHelloSurvivesAnotherPeersAccept) {
   const ConnectHandle h1 = t1->listen();
   unsetenv("TIDAL_NSOCKS");
   params::reload();
-  // Rank 2's hello, by hand (the 36-byte wire format of tcp_transport.cc).
-  struct {
-    uint32_t magic = 0x5444444cu;
-    uint16_t version = 1, index = 0, nsocks = 1, reserved = 0;
-    int32_t from = 2, to = 1;
-    uint8_t secret[16];
-  } hello;
-  std::memset(hello.secret, 9, sizeof hello.secret);
-  static_assert(sizeof hello == 36);
-  SocketAddress addr;
-  std::memcpy(&addr.length, h1.data(), sizeof addr.length);
-  std::memcpy(&addr.storage, h1.data() + sizeof addr.length, addr.length);
+  const std::vector<uint8_t> hello = tcpHello(secretOf(9), 2, 1);
   const Deadline d = deadlineIn(std::chrono::milliseconds(10000));
-  Socket raw = Socket::connectTo(addr, d, "test");
-  raw.sendAll(&hello, 10, d, "first half");
+  Socket raw = Socket::connectTo(addressOf(h1), d, "test");
+  raw.sendAll(hello.data(), 10, d, "first half");
   auto good = t0->connectSend(1, h1, d);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the half hello be accepted
   auto recv0 = t1->acceptRecv(0, d);
-  raw.sendAll(reinterpret_cast<const char*>(&hello) + 10, sizeof hello - 10, d, "second half");
+  raw.sendAll(hello.data() + 10, hello.size() - 10, d, "second half");
   auto recv2 = t1->acceptRecv(2, deadlineIn(std::chrono::milliseconds(3000)));
   uint32_t x = 77, y = 0;
   raw.sendAll(&x, sizeof x, d, "payload");
@@ -132,6 +148,25 @@ TEST(TcpTransport, HalfSentHelloSurvivesAnotherPeersAccept) {
   const auto until = Clock::now() + std::chrono::seconds(5);
   while (recv2->completed() < 1 && Clock::now() < until) recv2->progress();
   EXPECT_EQ(y, 77u);
+}
+
+// Strangers that connect and say nothing, trickle a few bytes or send
+// garbage hold only their own slot: the real peer is served at once, long
+// before kHelloReadLimit frees the silent ones.
+TEST(TcpTransport, SilentStrangersDoNotStopTheRealPeer) {
+  auto t0 = createTransport("tcp", {0, 2, secretOf(6)});
+  auto t1 = createTransport("tcp", {1, 2, secretOf(6)});
+  const ConnectHandle h1 = t1->listen();
+  LogCapture logs;
+  const Deadline d = deadlineIn(std::chrono::milliseconds(10000));
+  Socket silent = Socket::connectTo(addressOf(h1), d, "silent stranger");
+  Socket trickle = Socket::connectTo(addressOf(h1), d, "trickling stranger");
+  trickle.sendAll(tcpHello(secretOf(6), 0, 1).data(), 5, d, "trickle");
+  Socket garbage = Socket::connectTo(addressOf(h1), d, "garbage");
+  const std::vector<uint8_t> junk(64, 0x5a);
+  garbage.sendAll(junk.data(), junk.size(), d, "garbage");
+  expectPromptConnection(*t0, *t1, 0, 1, h1);
+  EXPECT_TRUE(logs.contains(garbage.localAddress().toString(), "magic")) << logs.all();
 }
 
 TEST(TcpTransport, DeadPeerIsARemoteError) {
@@ -149,6 +184,12 @@ TEST(TcpTransport, DeadPeerIsARemoteError) {
     EXPECT_EQ(e.code(), tidalRemoteError);
     EXPECT_NE(std::string(e.what()).find("rank 0"), std::string::npos) << e.what();
   }
+}
+
+TEST(TcpTransport, AbortEndsAWaitingAccept) {
+  auto t1 = createTransport("tcp", {1, 2, secretOf(3)});
+  t1->listen();
+  expectAbortEndsAccept(*t1, 0);
 }
 
 TEST(TcpTransport, AcceptTimesOutNamingThePeer) {

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "bootstrap/wire.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "net/wire.h"
 
 namespace tidal::cuda_ipc {
 
@@ -19,8 +19,6 @@ constexpr int64_t kMaxSlots = 64;
 constexpr int64_t kMinSlotBytes = 64 * 1024;
 constexpr int64_t kMaxSlotBytes = int64_t{64} << 20;
 constexpr size_t kPayloadBytes = sizeof(Secret) + sizeof(CudaIpcTransport::HelloBody);
-// acceptRecv waits in slices this long, so abort() is noticed quickly.
-constexpr auto kAcceptSlice = std::chrono::milliseconds(100);
 
 }  // namespace
 
@@ -48,7 +46,7 @@ ConnectHandle CudaIpcTransport::listen() {
   port_ = listener_.localAddress().port();
   acceptor_ = std::make_unique<HelloAcceptor>(
       listener_, wire::MsgType::CudaIpcHello, kPayloadBytes, ctx_.secret,
-      fmt::format("rank {} cuda_ipc listener 127.0.0.1:{}", ctx_.rank, port_));
+      fmt::format("rank {} cuda_ipc listener 127.0.0.1:{}", ctx_.rank, port_), log::Subsys::Net);
   TIDAL_INFO(Net, "rank {}: cuda_ipc listening on 127.0.0.1:{}", ctx_.rank, port_);
   ConnectHandle handle(sizeof port_);
   std::memcpy(handle.data(), &port_, sizeof port_);
@@ -105,32 +103,24 @@ const char* CudaIpcTransport::helloProblem(const HelloBody& h) const {
   return nullptr;
 }
 
-std::unique_ptr<Connection> CudaIpcTransport::acceptRecv(int peer, Deadline deadline) {
-  while (!arrived_.count(peer)) {
-    if (aborted_)
-      fail(tidalRemoteError, "rank {}: aborted while accepting rank {}", ctx_.rank, peer);
-    if (Clock::now() > deadline) {
-      fail(tidalTimeout,
-           "rank {}: timed out after TIDAL_TIMEOUT={} s waiting for rank {} to connect to the "
-           "cuda_ipc listener 127.0.0.1:{}",
-           ctx_.rank, timeoutSeconds(), peer, port_);
-    }
-    std::optional<AcceptedHello> accepted =
-        acceptor_->next(std::min(deadline, Clock::now() + kAcceptSlice));
-    if (!accepted) continue;
-    HelloBody h{};
-    if (accepted->body.size() != sizeof h) {
-      acceptor_->warnDropped(accepted->peer, "malformed cuda_ipc hello");
-      continue;
-    }
-    std::memcpy(&h, accepted->body.data(), sizeof h);
-    if (const char* problem = helloProblem(h)) {
-      acceptor_->warnDropped(accepted->peer,
-                             fmt::format("claims rank {}: {}", h.fromRank, problem));
-      continue;
-    }
-    arrived_.emplace(h.fromRank, Arrived{std::move(accepted->socket), h});
+void CudaIpcTransport::file(AcceptedHello& accepted) {
+  HelloBody h{};
+  if (accepted.body.size() != sizeof h) {
+    acceptor_->warnDropped(accepted.peer, "malformed cuda_ipc hello");
+    return;
   }
+  std::memcpy(&h, accepted.body.data(), sizeof h);
+  if (const char* problem = helloProblem(h)) {
+    acceptor_->warnDropped(accepted.peer, fmt::format("claims rank {}: {}", h.fromRank, problem));
+    return;
+  }
+  arrived_.emplace(h.fromRank, Arrived{std::move(accepted.socket), h});
+}
+
+std::unique_ptr<Connection> CudaIpcTransport::acceptRecv(int peer, Deadline deadline) {
+  acceptor_->serveUntil([&] { return arrived_.count(peer) != 0; },
+                        [&](AcceptedHello& hello) { file(hello); }, deadline, aborted_,
+                        fmt::format("rank {} to connect", peer));
   auto it = arrived_.find(peer);
   Arrived arrived = std::move(it->second);
   arrived_.erase(it);

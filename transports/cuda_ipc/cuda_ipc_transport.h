@@ -8,11 +8,12 @@
 // ring (TIDAL_CUDA_IPC_SLOTS x TIDAL_CUDA_IPC_SLOT_BYTES of device memory on
 // this rank's GPU), exports it with cudaIpcGetMemHandle and sends one hello:
 // job secret, both ranks, pid, device, ring geometry, the IPC handle and the
-// ring's address. acceptRecv vets hellos with the bootstrap's HelloAcceptor
-// (a stranger, a wrong secret or a malformed hello gets a WARN and is
-// closed; the real peer is still awaited), then maps the ring: by its
-// address when the sender is a thread of this process (a process cannot
-// open its own IPC handles), with cudaIpcOpenMemHandle otherwise.
+// ring's address. acceptRecv vets hellos with the one HelloAcceptor
+// (net/hello_acceptor.h): a stranger, a wrong secret or a malformed hello
+// gets a WARN and is closed, and the real peer is still awaited. It then
+// maps the ring: by its address when the sender is a thread of this process
+// (a process cannot open its own IPC handles), with cudaIpcOpenMemHandle
+// otherwise.
 //
 // The data path is cuda_ipc_connection.h. The socket stays open for the
 // ring's counters and for noticing that the peer died.
@@ -29,9 +30,9 @@
 #include <memory>
 #include <optional>
 
-#include "bootstrap/hello_acceptor.h"
 #include "core/socket.h"
 #include "cuda/device_api.h"
+#include "net/hello_acceptor.h"
 #include "transports/cuda_ipc/cuda_ipc_connection.h"
 #include "transports/transport.h"
 
@@ -81,6 +82,8 @@ class CudaIpcTransport final : public Transport {
   };
   // The problem with a vetted hello, or nullptr when it is acceptable.
   const char* helloProblem(const HelloBody& h) const;
+  // Files an authenticated hello in arrived_, or refuses it with a WARN.
+  void file(AcceptedHello& hello);
 
   TransportContext ctx_;
   DeviceApi& device_;

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "bootstrap/wire.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "net/wire.h"
 
 namespace tidal::ib {
 

@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "bootstrap/wire.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "net/wire.h"
 
 namespace tidal::ib {
 

@@ -15,9 +15,6 @@ namespace tidal::ib {
 
 namespace {
 
-// One acceptor wait; short so abort() is noticed.
-constexpr auto kAcceptSlice = std::chrono::milliseconds(100);
-
 ConnectionGeometry geometryFromParams(int rank) {
   ConnectionGeometry g;
   const int64_t qps = params::getInt("TIDAL_IB_QPS_PER_CONNECTION");
@@ -127,7 +124,8 @@ ConnectHandle IbTransport::listen() {
   const SocketAddress address = listener_.localAddress();
   acceptor_ = std::make_unique<HelloAcceptor>(
       listener_, wire::MsgType::IbHello, sizeof(Secret) + kHelloBodyBytes, ctx_.secret,
-      fmt::format("rank {}: ib set-up listener {}", ctx_.rank, address.toString()));
+      fmt::format("rank {}: ib set-up listener {}", ctx_.rank, address.toString()),
+      log::Subsys::Net);
   TIDAL_INFO(Net, "rank {}: ib listening for set-up on {}; ports seen: {}", ctx_.rank,
              address.toString(), scan.seen);
   ListenInfo info;
@@ -184,37 +182,31 @@ std::string IbTransport::helloProblem(const Hello& h) const {
   return {};
 }
 
+void IbTransport::file(AcceptedHello& accepted) {
+  Hello hello;
+  std::string problem;
+  try {
+    hello = decodeHello(accepted.body);
+    problem = helloProblem(hello);
+  } catch (const Error& e) {
+    problem = e.what();
+  }
+  if (!problem.empty()) {
+    acceptor_->warnDropped(accepted.peer, problem);
+    wire::sendReject(accepted.socket, tidalInvalidUsage,
+                     fmt::format("rank {} refused the ib connection: {}", ctx_.rank, problem));
+    return;
+  }
+  arrived_.emplace(hello.fromRank, std::move(accepted));
+}
+
 std::unique_ptr<Connection> IbTransport::acceptRecv(int peer, Deadline deadline) {
   if (!acceptor_) {
     fail(tidalInternalError, "rank {}: ib accept from rank {} without a listener", ctx_.rank, peer);
   }
-  while (!arrived_.count(peer)) {
-    if (aborted_)
-      fail(tidalRemoteError, "rank {}: aborted while accepting rank {}", ctx_.rank, peer);
-    if (Clock::now() > deadline) {
-      fail(tidalTimeout,
-           "rank {}: timed out after TIDAL_TIMEOUT={} s waiting for rank {} to open its ib "
-           "connection to {}",
-           ctx_.rank, timeoutSeconds(), peer, listener_.localAddress().toString());
-    }
-    auto h = acceptor_->next(std::min(deadline, Clock::now() + kAcceptSlice));
-    if (!h) continue;
-    Hello hello;
-    std::string problem;
-    try {
-      hello = decodeHello(h->body);
-      problem = helloProblem(hello);
-    } catch (const Error& e) {
-      problem = e.what();
-    }
-    if (!problem.empty()) {
-      acceptor_->warnDropped(h->peer, problem);
-      wire::sendReject(h->socket, tidalInvalidUsage,
-                       fmt::format("rank {} refused the ib connection: {}", ctx_.rank, problem));
-      continue;
-    }
-    arrived_.emplace(hello.fromRank, std::move(*h));
-  }
+  acceptor_->serveUntil([&] { return arrived_.count(peer) != 0; },
+                        [&](AcceptedHello& hello) { file(hello); }, deadline, aborted_,
+                        fmt::format("rank {} to open its ib connection", peer));
   auto it = arrived_.find(peer);
   AcceptedHello accepted = std::move(it->second);
   arrived_.erase(it);

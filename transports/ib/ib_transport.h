@@ -17,7 +17,7 @@
 #include <memory>
 #include <optional>
 
-#include "bootstrap/hello_acceptor.h"
+#include "net/hello_acceptor.h"
 #include "transports/ib/ib_device.h"
 #include "transports/ib/protocol.h"
 #include "transports/transport.h"
@@ -47,6 +47,8 @@ class IbTransport final : public Transport {
  private:
   // Why the vetted hello cannot be served, or empty.
   std::string helloProblem(const Hello& hello) const;
+  // Files an authenticated hello in arrived_, or refuses it (WARN + reject).
+  void file(AcceptedHello& hello);
 
   TransportContext ctx_;
   ConnectionGeometry geometry_;

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "bootstrap/wire.h"
 #include "core/error.h"
+#include "net/wire.h"
 
 namespace tidal::ib {
 

@@ -97,7 +97,8 @@ bool sendWithFds(int socket, const void* data, size_t bytes, const std::vector<i
   }
   for (;;) {
     const ssize_t n = ::sendmsg(socket, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n >= 0) return true;
+    if (n >= 0 && static_cast<size_t>(n) == bytes) return true;
+    if (n >= 0) fail(tidalInternalError, "{}: sendmsg sent {} of {} bytes", what, n, bytes);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
     if (errno == EPIPE || errno == ECONNRESET) {

@@ -67,9 +67,11 @@ void signalEventFd(int fd);
 // Reads an eventfd's counter back to zero; does nothing when it is already 0.
 void drainEventFd(int fd);
 
-// Sends `bytes` of `data` as one SOCK_SEQPACKET message with `fds` attached.
-// Returns false when the socket's buffer is full (EAGAIN): try again later.
-// Throws SystemError / RemoteError naming `what` otherwise.
+// Sends `bytes` of `data` with `fds` attached in one sendmsg. Returns false
+// when the socket's buffer is full (EAGAIN): try again later. On a stream
+// socket a send of fewer bytes is not resumed, so keep `bytes` tiny (shm
+// sends one): that is an InternalError. Throws SystemError / RemoteError
+// naming `what` otherwise.
 bool sendWithFds(int socket, const void* data, size_t bytes, const std::vector<int>& fds,
                  const std::string& what);
 

@@ -17,33 +17,54 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "net/wire.h"
 
 namespace tidal::shm {
 
 namespace {
 
-constexpr uint32_t kHelloMagic = 0x5444534du;  // "TDSM"
 // 2: transfers start at 64-byte boundaries of the stream (reduce on arrival);
-// 3: the sender restarts at the ring's beginning when the ring is empty.
-constexpr uint16_t kHelloVersion = 3;
+// 3: the sender restarts at the ring's beginning when the ring is empty;
+// 4: the hello in wire.h framing on a stream socket, the descriptors after it.
+constexpr uint16_t kHelloVersion = 4;
 constexpr size_t kHelloFds = 3;  // segment, data-ready, space-ready
-// A connection that has not said hello within this long is dropped.
-constexpr auto kHelloPatience = std::chrono::seconds(5);
 constexpr int64_t kMaxSlots = 1024;
 constexpr int64_t kMinSlotBytes = 4096;
 constexpr int64_t kMaxSlotBytes = int64_t{64} << 20;
 
+// The hello after the secret, little-endian: version u16, from rank u32,
+// to rank u32, slots u32, slot bytes u32.
 struct Hello {
-  uint32_t magic;
-  uint16_t version;
-  uint16_t reserved;
-  int32_t fromRank;
-  int32_t toRank;
-  uint8_t secret[16];
-  uint64_t slots;
-  uint64_t slotBytes;
+  uint16_t version = 0;
+  int32_t fromRank = 0;
+  int32_t toRank = 0;
+  uint32_t slots = 0;
+  uint32_t slotBytes = 0;
 };
-static_assert(sizeof(Hello) == 48);
+constexpr size_t kHelloBodyBytes = 2 + 4 * 4;
+
+std::vector<uint8_t> encodeHello(const Secret& secret, const Hello& h) {
+  std::vector<uint8_t> out;
+  wire::Writer w(out);
+  w.bytes(secret.data(), secret.size());
+  w.u16(h.version);
+  w.u32(static_cast<uint32_t>(h.fromRank));
+  w.u32(static_cast<uint32_t>(h.toRank));
+  w.u32(h.slots);
+  w.u32(h.slotBytes);
+  return out;
+}
+
+Hello decodeHello(const std::vector<uint8_t>& body) {
+  wire::Reader r(body.data(), body.size(), "shm hello");
+  Hello h;
+  h.version = r.u16();
+  h.fromRank = static_cast<int32_t>(r.u32());
+  h.toRank = static_cast<int32_t>(r.u32());
+  h.slots = r.u32();
+  h.slotBytes = r.u32();
+  return h;
+}
 
 // Identifies this host and network namespace: abstract unix sockets are
 // per network namespace, so two ranks with equal keys can reach each other.
@@ -65,18 +86,35 @@ sockaddr_un abstractAddress(const std::string& name, socklen_t* length) {
   return addr;
 }
 
-UniqueFd seqpacketSocket() {
-  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) fail(tidalSystemError, "unix socket failed: {}", errnoText(errno));
-  return UniqueFd(fd);
+Socket unixStreamSocket() {
+  Socket s(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!s.valid()) fail(tidalSystemError, "unix socket failed: {}", errnoText(errno));
+  return s;
 }
 
-// "pid 1234 uid 1000" of the process at the other end, for warnings.
-std::string peerCredentials(int fd) {
-  ucred cred{};
-  socklen_t len = sizeof cred;
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return "unknown process";
-  return fmt::format("pid {} uid {}", cred.pid, cred.uid);
+// Waits until `limit` for the one byte that carries a hello's descriptors.
+// Empty `r.fds` with `why` set when they did not come.
+Received receiveDescriptors(int socket, Deadline limit, const std::atomic<bool>& aborted,
+                            std::string* why) {
+  uint8_t marker = 0;
+  for (;;) {
+    Received r = receiveWithFds(socket, &marker, sizeof marker, kHelloFds);
+    if (r.status == Received::Status::Message) return r;
+    if (r.status == Received::Status::Closed) {
+      *why = "it closed the connection after its hello, before the descriptors";
+      return {};
+    }
+    if (aborted.load()) {
+      *why = "aborted";
+      return {};
+    }
+    if (Clock::now() >= limit) {
+      *why = fmt::format("no descriptors within {} s of connecting", kHelloReadLimit.count());
+      return {};
+    }
+    pollfd p{socket, POLLIN, 0};
+    ::poll(&p, 1, std::min(100, pollTimeoutMs(limit)));
+  }
 }
 
 std::string sizeText(size_t bytes) {
@@ -86,12 +124,6 @@ std::string sizeText(size_t bytes) {
 }
 
 }  // namespace
-
-struct ShmTransport::Pending {
-  UniqueFd socket;
-  std::string from;
-  Clock::time_point since = Clock::now();
-};
 
 ShmTransport::~ShmTransport() = default;
 
@@ -119,14 +151,17 @@ ConnectHandle ShmTransport::listen() {
          errnoText(errno));
   }
   socketName_ = fmt::format("tidal-shm-{}-{:016x}", ::getpid(), tag);
-  listener_ = seqpacketSocket();
+  listener_ = unixStreamSocket();
   socklen_t length;
   const sockaddr_un addr = abstractAddress(socketName_, &length);
-  if (::bind(listener_.get(), reinterpret_cast<const sockaddr*>(&addr), length) != 0 ||
-      ::listen(listener_.get(), SOMAXCONN) != 0) {
+  if (::bind(listener_.fd(), reinterpret_cast<const sockaddr*>(&addr), length) != 0 ||
+      ::listen(listener_.fd(), SOMAXCONN) != 0) {
     fail(tidalSystemError, "rank {}: shm listen on @{} failed: {}", ctx_.rank, socketName_,
          errnoText(errno));
   }
+  acceptor_ = std::make_unique<HelloAcceptor>(
+      listener_, wire::MsgType::ShmHello, sizeof(Secret) + kHelloBodyBytes, ctx_.secret,
+      fmt::format("rank {} shm listener @{}", ctx_.rank, socketName_), log::Subsys::Net);
   TIDAL_INFO(Net, "rank {}: shm listening on @{}", ctx_.rank, socketName_);
   const std::string text = hostKey_ + " " + socketName_;
   return ConnectHandle(text.begin(), text.end());
@@ -150,11 +185,11 @@ std::unique_ptr<Connection> ShmTransport::connectSend(int peer, const ConnectHan
   const std::string what =
       fmt::format("rank {}: shm connection to rank {} (@{})", ctx_.rank, peer, name);
 
-  UniqueFd sock = seqpacketSocket();
+  Socket sock = unixStreamSocket();
   socklen_t length;
   const sockaddr_un addr = abstractAddress(name, &length);
   for (;;) {
-    if (::connect(sock.get(), reinterpret_cast<const sockaddr*>(&addr), length) == 0) break;
+    if (::connect(sock.fd(), reinterpret_cast<const sockaddr*>(&addr), length) == 0) break;
     if (errno == EINTR) continue;
     // A full backlog: the peer is alive but busy accepting others.
     if (errno != EAGAIN) fail(tidalRemoteError, "{}: connect failed: {}", what, errnoText(errno));
@@ -192,61 +227,51 @@ std::unique_ptr<Connection> ShmTransport::connectSend(int peer, const ConnectHan
   ShmConnection::Parts parts;
   parts.dataReady = makeEventFd(what);
   parts.spaceReady = makeEventFd(what);
-  Hello hello{kHelloMagic, kHelloVersion, 0, ctx_.rank, peer, {}, slots_, slotBytes_};
-  std::memcpy(hello.secret, ctx_.secret.data(), sizeof hello.secret);
+  const Hello hello{kHelloVersion, ctx_.rank, peer, static_cast<uint32_t>(slots_),
+                    static_cast<uint32_t>(slotBytes_)};
+  const std::vector<uint8_t> payload = encodeHello(ctx_.secret, hello);
+  wire::sendMessage(sock, wire::MsgType::ShmHello, payload.data(), payload.size(), deadline, what);
+  // The descriptors follow on one byte of their own: the receiver takes them
+  // only from a peer whose hello proved it knows the secret.
+  const uint8_t marker = 0;
   const std::vector<int> fds{memfd.get(), parts.dataReady.get(), parts.spaceReady.get()};
-  while (!sendWithFds(sock.get(), &hello, sizeof hello, fds, what)) {
+  while (!sendWithFds(sock.fd(), &marker, sizeof marker, fds, what)) {
     if (aborted_) fail(tidalRemoteError, "{}: aborted", what);
-    if (Clock::now() > deadline) fail(tidalTimeout, "{}: timed out sending the hello", what);
+    if (Clock::now() > deadline) fail(tidalTimeout, "{}: timed out sending the descriptors", what);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  parts.socket = std::move(sock);
+  parts.socket = UniqueFd(sock.release());
   parts.segment = std::move(segment);
   return std::make_unique<ShmConnection>(
       ctx_.rank, peer, ShmConnection::Direction::Send, std::move(parts),
       fmt::format("shm ring {}x{} via @{}", slots_, sizeText(slotBytes_), name));
 }
 
-bool ShmTransport::servicePending(Pending& p) {
-  Hello h{};
-  Received r = receiveWithFds(p.socket.get(), &h, sizeof h, kHelloFds);
-  if (r.status == Received::Status::WouldBlock) {
-    if (Clock::now() - p.since > kHelloPatience) {
-      TIDAL_WARN(Net, "rank {}: dropped shm connection from {}: no hello within {} s", ctx_.rank,
-                 p.from, kHelloPatience.count());
-      return true;
-    }
-    return false;
+void ShmTransport::file(AcceptedHello& accepted) {
+  const Hello h = decodeHello(accepted.body);
+  auto refuse = [&](const std::string& problem) {
+    acceptor_->warnDropped(accepted.peer, fmt::format("claims rank {}: {}", h.fromRank, problem));
+  };
+  if (h.version != kHelloVersion) {
+    return refuse(
+        fmt::format("shm protocol version {} (this library speaks {})", h.version, kHelloVersion));
   }
-  if (r.status == Received::Status::Closed) {
-    TIDAL_WARN(Net, "rank {}: dropped shm connection from {}: closed before its hello", ctx_.rank,
-               p.from);
-    return true;
+  if (h.toRank != ctx_.rank || h.fromRank < 0 || h.fromRank >= ctx_.nranks) {
+    return refuse(fmt::format("inconsistent ranks (from {} to {})", h.fromRank, h.toRank));
   }
-  Secret secret;
-  std::memcpy(secret.data(), h.secret, secret.size());
+  if (h.slots < 1 || h.slots > kMaxSlots || h.slotBytes < kMinSlotBytes ||
+      h.slotBytes % kMinSlotBytes != 0 || h.slotBytes > kMaxSlotBytes) {
+    return refuse("bad segment geometry");
+  }
+  if (arrived_.count(h.fromRank)) return refuse("duplicate connection for that rank");
+
+  std::string why;
+  Received r = receiveDescriptors(accepted.socket.fd(), accepted.readLimit, aborted_, &why);
+  if (!why.empty()) return refuse(why);
   struct stat st {};
-  const char* problem = nullptr;
-  if (r.bytes != sizeof h || r.truncated || r.fds.size() != kHelloFds || h.magic != kHelloMagic) {
-    problem = "not a Tidal shm connection (bad hello)";
-  } else if (h.version != kHelloVersion) {
-    problem = "protocol version mismatch";
-  } else if (!secretsEqual(secret, ctx_.secret)) {
-    problem = "wrong job secret";
-  } else if (h.toRank != ctx_.rank || h.fromRank < 0 || h.fromRank >= ctx_.nranks) {
-    problem = "inconsistent ranks";
-  } else if (h.slots < 1 || h.slots > kMaxSlots || h.slotBytes < kMinSlotBytes ||
-             h.slotBytes % kMinSlotBytes != 0 || h.slotBytes > kMaxSlotBytes ||
-             ::fstat(r.fds[0].get(), &st) != 0 ||
-             static_cast<uint64_t>(st.st_size) != segmentBytes(h.slots, h.slotBytes)) {
-    problem = "bad segment geometry";
-  } else if (arrived_.count(h.fromRank)) {
-    problem = "duplicate connection for that rank";
-  }
-  if (problem) {
-    TIDAL_WARN(Net, "rank {}: refused shm connection from {} (claims rank {}): {}", ctx_.rank,
-               p.from, h.fromRank, problem);
-    return true;
+  if (r.truncated || r.fds.size() != kHelloFds || ::fstat(r.fds[0].get(), &st) != 0 ||
+      static_cast<uint64_t>(st.st_size) != segmentBytes(h.slots, h.slotBytes)) {
+    return refuse("bad descriptors (not a segment of its geometry and two eventfds)");
   }
   const std::string what =
       fmt::format("rank {}: shm connection from rank {}", ctx_.rank, h.fromRank);
@@ -255,40 +280,21 @@ bool ShmTransport::servicePending(Pending& p) {
   const auto* control = reinterpret_cast<const RingControl*>(parts.segment.data());
   if (control->magic != kSegmentMagic || control->slots != h.slots ||
       control->slotBytes != h.slotBytes) {
-    TIDAL_WARN(Net, "rank {}: refused shm connection from {} (claims rank {}): bad segment",
-               ctx_.rank, p.from, h.fromRank);
-    return true;
+    return refuse("bad segment");
   }
   parts.dataReady = std::move(r.fds[1]);
   parts.spaceReady = std::move(r.fds[2]);
-  parts.socket = std::move(p.socket);
+  parts.socket = UniqueFd(accepted.socket.release());
   arrived_.emplace(h.fromRank, std::move(parts));
-  return true;
 }
 
 std::unique_ptr<Connection> ShmTransport::acceptRecv(int peer, Deadline deadline) {
-  while (!arrived_.count(peer)) {
-    if (aborted_) {
-      fail(tidalRemoteError, "rank {}: aborted while accepting rank {}", ctx_.rank, peer);
-    }
-    if (Clock::now() > deadline) {
-      fail(tidalTimeout,
-           "rank {}: timed out after TIDAL_TIMEOUT={} s waiting for rank {} to connect to shm "
-           "listener @{}",
-           ctx_.rank, timeoutSeconds(), peer, socketName_);
-    }
-    std::vector<pollfd> fds{{listener_.get(), POLLIN, 0}};
-    for (auto& p : pending_) fds.push_back({p.socket.get(), POLLIN, 0});
-    ::poll(fds.data(), fds.size(), std::min(100, pollTimeoutMs(deadline)));
-    for (;;) {
-      const int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) break;
-      pending_.push_back(Pending{UniqueFd(fd), peerCredentials(fd)});
-    }
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      it = servicePending(*it) ? pending_.erase(it) : std::next(it);
-    }
+  if (!acceptor_) {
+    fail(tidalInternalError, "rank {}: shm accept from rank {} before listen", ctx_.rank, peer);
   }
+  acceptor_->serveUntil([&] { return arrived_.count(peer) != 0; },
+                        [&](AcceptedHello& hello) { file(hello); }, deadline, aborted_,
+                        fmt::format("rank {} to connect", peer));
   auto it = arrived_.find(peer);
   ShmConnection::Parts parts = std::move(it->second);
   arrived_.erase(it);
@@ -301,7 +307,7 @@ std::unique_ptr<Connection> ShmTransport::acceptRecv(int peer, Deadline deadline
 
 void ShmTransport::abort() {
   aborted_ = true;
-  if (listener_.valid()) ::shutdown(listener_.get(), SHUT_RDWR);
+  listener_.shutdownBoth();
 }
 
 }  // namespace tidal::shm

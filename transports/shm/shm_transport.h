@@ -1,22 +1,24 @@
 // The shm transport: ranks on one host move data through shared memory.
 //
-// Each rank listens on a unix-domain SOCK_SEQPACKET socket in the abstract
-// namespace (no file anywhere; the name dies with the socket), named by pid
-// and a random tag. connectSend creates the connection's segment with
-// memfd_create (anonymous: nothing in /dev/shm, nothing left behind even on
-// SIGKILL), pre-faults it, and sends one hello message - job secret, both
-// ranks, ring geometry - with the memfd and two eventfds attached
-// (SCM_RIGHTS). acceptRecv vets the hello like tcp does (a stranger gets a
-// WARN and is closed; the real peer is still awaited) and maps the segment.
-// A SEQPACKET message arrives whole or not at all, so a hello is never seen
-// half-read; sockets whose hello has not arrived yet are kept across calls.
+// Each rank listens on a unix-domain stream socket in the abstract namespace
+// (no file anywhere; the name dies with the socket), named by pid and a
+// random tag. connectSend creates the connection's segment with memfd_create
+// (anonymous: nothing in /dev/shm, nothing left behind even on SIGKILL),
+// pre-faults it, and sends a hello - job secret, both ranks, ring geometry -
+// followed by one byte with the memfd and two eventfds attached (SCM_RIGHTS).
+// acceptRecv reads hellos through the one HelloAcceptor (net/hello_acceptor.h),
+// which names each peer by the pid and uid SO_PEERCRED reports and refuses
+// strangers with a WARN; only from a peer that presented the secret does it
+// then take the descriptors, vet the segment and map it. Connections whose
+// hello has not arrived yet stay with the acceptor across calls.
 #pragma once
 
 #include <atomic>
-#include <list>
 #include <map>
+#include <memory>
 #include <string>
 
+#include "net/hello_acceptor.h"
 #include "transports/shm/fd_passing.h"
 #include "transports/shm/shm_connection.h"
 #include "transports/transport.h"
@@ -44,10 +46,9 @@ class ShmTransport final : public Transport {
   void abort() override;
 
  private:
-  struct Pending;
-  // Reads a pending socket's hello if it came; returns true when finished
-  // with it (vetted and filed in arrived_, or refused).
-  bool servicePending(Pending& pending);
+  // Vets an authenticated hello, takes the descriptors that follow it and
+  // files the connection in arrived_, or refuses it.
+  void file(AcceptedHello& hello);
 
   TransportContext ctx_;
   size_t slots_;
@@ -55,8 +56,8 @@ class ShmTransport final : public Transport {
   // Same host and network namespace as the listener, or connecting is moot.
   std::string hostKey_;
   std::string socketName_;
-  UniqueFd listener_;
-  std::list<Pending> pending_;
+  Socket listener_;
+  std::unique_ptr<HelloAcceptor> acceptor_;
   // Vetted connections that arrived before anyone asked for them.
   std::map<int, ShmConnection::Parts> arrived_;
   std::atomic<bool> aborted_{false};

@@ -1,40 +1,54 @@
 #include "transports/tcp/tcp_transport.h"
 
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
-#include <list>
-#include <thread>
 
 #include "core/error.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "net/wire.h"
 #include "transports/tcp/tcp_connection.h"
 
 namespace tidal {
 
 namespace {
 
-constexpr uint32_t kHelloMagic = 0x5444444cu;  // "TDDL"
-constexpr uint16_t kHelloVersion = 1;
+// 2: the hello in wire.h framing, read by HelloAcceptor.
+constexpr uint16_t kHelloVersion = 2;
 constexpr int kMaxSockets = 64;
-// A connection that has not said hello within this long is dropped, so a
-// silent stranger cannot hold up the real peers.
-constexpr auto kHelloPatience = std::chrono::seconds(5);
 
+// The hello after the secret, little-endian: version u16, socket index u16,
+// socket count u16, from rank u32, to rank u32.
 struct Hello {
-  uint32_t magic;
-  uint16_t version;
-  uint16_t socketIndex;
-  uint16_t nsocks;
-  uint16_t reserved;
-  int32_t fromRank;
-  int32_t toRank;
-  uint8_t secret[16];
+  uint16_t version = 0;
+  uint16_t socketIndex = 0;
+  uint16_t nsocks = 0;
+  int32_t fromRank = 0;
+  int32_t toRank = 0;
 };
-static_assert(sizeof(Hello) == 36);
+constexpr size_t kHelloBodyBytes = 3 * 2 + 2 * 4;
+
+std::vector<uint8_t> encodeHello(const Secret& secret, const Hello& h) {
+  std::vector<uint8_t> out;
+  wire::Writer w(out);
+  w.bytes(secret.data(), secret.size());
+  w.u16(h.version);
+  w.u16(h.socketIndex);
+  w.u16(h.nsocks);
+  w.u32(static_cast<uint32_t>(h.fromRank));
+  w.u32(static_cast<uint32_t>(h.toRank));
+  return out;
+}
+
+Hello decodeHello(const std::vector<uint8_t>& body) {
+  wire::Reader r(body.data(), body.size(), "tcp hello");
+  Hello h;
+  h.version = r.u16();
+  h.socketIndex = r.u16();
+  h.nsocks = r.u16();
+  h.fromRank = static_cast<int32_t>(r.u32());
+  h.toRank = static_cast<int32_t>(r.u32());
+  return h;
+}
 
 ConnectHandle encodeAddress(const SocketAddress& addr) {
   ConnectHandle h(sizeof(addr.length) + addr.length);
@@ -60,14 +74,6 @@ SocketAddress decodeAddress(const ConnectHandle& h, int selfRank, int peer) {
 
 }  // namespace
 
-struct TcpTransport::Pending {
-  Socket socket;
-  std::string from;
-  Hello hello{};
-  size_t have = 0;
-  Clock::time_point since = Clock::now();
-};
-
 TcpTransport::~TcpTransport() = default;
 
 TcpTransport::TcpTransport(const TransportContext& ctx) : ctx_(ctx) {
@@ -83,6 +89,10 @@ ConnectHandle TcpTransport::listen() {
   listener_ = Socket::listenOn(localInterfaceAddress());
   listener_.setNonBlocking();
   listenAddress_ = listener_.localAddress();
+  acceptor_ = std::make_unique<HelloAcceptor>(
+      listener_, wire::MsgType::TcpHello, sizeof(Secret) + kHelloBodyBytes, ctx_.secret,
+      fmt::format("rank {} tcp listener {}", ctx_.rank, listenAddress_.toString()),
+      log::Subsys::Net);
   TIDAL_INFO(Net, "rank {}: tcp listening on {} ({})", ctx_.rank, listenAddress_.toString(),
              localInterfaceName());
   return encodeAddress(listenAddress_);
@@ -95,16 +105,11 @@ std::unique_ptr<Connection> TcpTransport::connectSend(int peer, const ConnectHan
   for (int i = 0; i < nsocks_; ++i) {
     Socket s = Socket::connectTo(addr, deadline, fmt::format("rank {} data listener", peer));
     s.setNoDelay();
-    Hello hello{kHelloMagic,
-                kHelloVersion,
-                static_cast<uint16_t>(i),
-                static_cast<uint16_t>(nsocks_),
-                0,
-                ctx_.rank,
-                peer,
-                {}};
-    std::memcpy(hello.secret, ctx_.secret.data(), sizeof hello.secret);
-    s.sendAll(&hello, sizeof hello, deadline, fmt::format("hello to rank {}", peer));
+    const Hello hello{kHelloVersion, static_cast<uint16_t>(i), static_cast<uint16_t>(nsocks_),
+                      ctx_.rank, peer};
+    const std::vector<uint8_t> payload = encodeHello(ctx_.secret, hello);
+    wire::sendMessage(s, wire::MsgType::TcpHello, payload.data(), payload.size(), deadline,
+                      fmt::format("hello to rank {}", peer));
     sockets.push_back(std::move(s));
   }
   return std::make_unique<TcpConnection>(
@@ -112,92 +117,41 @@ std::unique_ptr<Connection> TcpTransport::connectSend(int peer, const ConnectHan
       fmt::format("tcp {} x{} sockets", addr.toString(), nsocks_));
 }
 
-bool TcpTransport::servicePending(Pending& p) {
-  auto* bytes = reinterpret_cast<char*>(&p.hello);
-  while (p.have < sizeof(Hello)) {
-    const ssize_t n = ::recv(p.socket.fd(), bytes + p.have, sizeof(Hello) - p.have, MSG_DONTWAIT);
-    if (n > 0) {
-      p.have += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && (errno == EINTR)) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (Clock::now() - p.since > kHelloPatience) {
-        TIDAL_WARN(Net, "rank {}: dropped connection from {}: no hello within {} s", ctx_.rank,
-                   p.from, kHelloPatience.count());
-        return true;
-      }
-      return false;
-    }
-    TIDAL_WARN(Net, "rank {}: dropped connection from {}: closed before its hello", ctx_.rank,
-               p.from);
-    return true;
-  }
-  const Hello& h = p.hello;
-  Secret secret;
-  std::memcpy(secret.data(), h.secret, secret.size());
-  const char* problem = nullptr;
-  if (h.magic != kHelloMagic) {
-    problem = "not a Tidal data connection (bad magic)";
-  } else if (h.version != kHelloVersion) {
-    problem = "protocol version mismatch";
-  } else if (!secretsEqual(secret, ctx_.secret)) {
-    problem = "wrong job secret";
+void TcpTransport::file(AcceptedHello& accepted) {
+  const Hello h = decodeHello(accepted.body);
+  std::string problem;
+  if (h.version != kHelloVersion) {
+    problem =
+        fmt::format("tcp protocol version {} (this library speaks {})", h.version, kHelloVersion);
   } else if (h.toRank != ctx_.rank || h.fromRank < 0 || h.fromRank >= ctx_.nranks ||
              h.nsocks != nsocks_ || h.socketIndex >= h.nsocks) {
-    problem = "inconsistent ranks or socket count (check TIDAL_NSOCKS is the same everywhere)";
+    problem = fmt::format(
+        "inconsistent ranks or socket count: socket {} of {} from rank {} to rank {} (check "
+        "TIDAL_NSOCKS is the same everywhere)",
+        h.socketIndex, h.nsocks, h.fromRank, h.toRank);
+  } else if (arrived_.count({h.fromRank, h.socketIndex})) {
+    problem = fmt::format("duplicate socket {} from rank {}", h.socketIndex, h.fromRank);
   }
-  if (problem) {
-    TIDAL_WARN(Net, "rank {}: refused connection from {}: {}", ctx_.rank, p.from, problem);
-    return true;
+  if (!problem.empty()) {
+    acceptor_->warnDropped(accepted.peer, problem);
+    return;
   }
-  auto key = std::make_pair(static_cast<int>(h.fromRank), static_cast<int>(h.socketIndex));
-  if (arrived_.count(key)) {
-    TIDAL_WARN(Net, "rank {}: refused duplicate socket {} from rank {} ({})", ctx_.rank,
-               h.socketIndex, h.fromRank, p.from);
-    return true;
+  arrived_.emplace(std::pair<int, int>{h.fromRank, h.socketIndex}, std::move(accepted.socket));
+}
+
+bool TcpTransport::complete(int peer) const {
+  for (int i = 0; i < nsocks_; ++i) {
+    if (!arrived_.count({peer, i})) return false;
   }
-  arrived_.emplace(key, std::move(p.socket));
   return true;
 }
 
-void TcpTransport::acceptUntilComplete(int peer, Deadline deadline) {
-  auto& pending = pending_;
-  auto complete = [&] {
-    for (int i = 0; i < nsocks_; ++i) {
-      if (!arrived_.count({peer, i})) return false;
-    }
-    return true;
-  };
-  while (!complete()) {
-    if (aborted_)
-      fail(tidalRemoteError, "rank {}: aborted while accepting rank {}", ctx_.rank, peer);
-    if (Clock::now() > deadline) {
-      fail(tidalTimeout,
-           "rank {}: timed out after TIDAL_TIMEOUT={} s waiting for rank {} to connect to {}",
-           ctx_.rank, params::getInt("TIDAL_TIMEOUT"), peer, listenAddress_.toString());
-    }
-    std::vector<pollfd> fds{{listener_.fd(), POLLIN, 0}};
-    for (auto& p : pending) fds.push_back({p.socket.fd(), POLLIN, 0});
-    ::poll(fds.data(), fds.size(), 100);
-    for (;;) {
-      sockaddr_storage from{};
-      socklen_t len = sizeof from;
-      const int fd = ::accept(listener_.fd(), reinterpret_cast<sockaddr*>(&from), &len);
-      if (fd < 0) break;
-      SocketAddress addr;
-      addr.storage = from;
-      addr.length = len;
-      pending.push_back(Pending{Socket(fd), addr.toString()});
-    }
-    for (auto it = pending.begin(); it != pending.end();) {
-      it = servicePending(*it) ? pending.erase(it) : std::next(it);
-    }
-  }
-}
-
 std::unique_ptr<Connection> TcpTransport::acceptRecv(int peer, Deadline deadline) {
-  acceptUntilComplete(peer, deadline);
+  if (!acceptor_) {
+    fail(tidalInternalError, "rank {}: tcp accept from rank {} before listen", ctx_.rank, peer);
+  }
+  acceptor_->serveUntil([&] { return complete(peer); }, [&](AcceptedHello& hello) { file(hello); },
+                        deadline, aborted_, fmt::format("rank {} to connect", peer));
   std::vector<Socket> sockets;
   for (int i = 0; i < nsocks_; ++i) {
     auto it = arrived_.find({peer, i});

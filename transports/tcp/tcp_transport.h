@@ -2,16 +2,18 @@
 //
 // Each rank listens on the interface chosen by TIDAL_SOCKET_IFNAME. A send
 // connection to a peer is TIDAL_NSOCKS sockets, each opened with a hello that
-// carries the job secret, both ranks and the socket's index; the acceptor
-// refuses (WARN + close) anything else and keeps waiting for the real peer.
+// carries the job secret, both ranks and the socket's index. The one
+// HelloAcceptor (net/hello_acceptor.h) reads them and refuses (WARN + close)
+// strangers; this file refuses hellos that do not fit (ranks, socket count)
+// and keeps waiting for the real peer.
 #pragma once
 
 #include <atomic>
-#include <list>
 #include <map>
+#include <memory>
 #include <utility>
-#include <vector>
 
+#include "net/hello_acceptor.h"
 #include "transports/transport.h"
 
 namespace tidal {
@@ -36,23 +38,21 @@ class TcpTransport final : public Transport {
   void abort() override;
 
  private:
-  struct Pending;
-  // Accepts and vets connections until `peer` has all its sockets here.
-  void acceptUntilComplete(int peer, Deadline deadline);
-  // Reads what a pending socket has; returns true when it is finished with it
-  // (vetted and filed, or refused).
-  bool servicePending(Pending& pending);
+  // Files an authenticated socket under (rank, index) in arrived_, or
+  // refuses it.
+  void file(AcceptedHello& hello);
+  bool complete(int peer) const;
 
   TransportContext ctx_;
   int nsocks_;
   Socket listener_;
   SocketAddress listenAddress_;
+  // Outlives each acceptRecv call with the connections whose hello is still
+  // incomplete: a peer's hello may straddle the moment another peer's
+  // connection completes, and dropping it then would strand that peer.
+  std::unique_ptr<HelloAcceptor> acceptor_;
   // Vetted sockets that arrived before anyone asked for them: (peer, index).
   std::map<std::pair<int, int>, Socket> arrived_;
-  // Accepted sockets whose hello is still incomplete. They outlive one
-  // acceptRecv call: a peer's hello may straddle the moment another peer's
-  // connection completes, and dropping it then would strand that peer.
-  std::list<Pending> pending_;
   std::atomic<bool> aborted_{false};
 };
 

@@ -1,6 +1,7 @@
-#include "bootstrap/hello_acceptor.h"
+#include "net/hello_acceptor.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,25 +15,43 @@ namespace {
 // After this many WARNs one acceptor logs drops at TRACE only, so a flood of
 // strangers cannot flood the log too.
 constexpr size_t kMaxWarnings = 20;
+// serveUntil looks at the transport's abort flag at least this often.
+constexpr auto kAbortCheck = std::chrono::milliseconds(100);
+
+// Who is at the other end of an accepted connection, for logs.
+std::string describePeer(const Socket& s, const SocketAddress& address) {
+  if (address.family() != AF_UNIX) return address.toString();
+  ucred cred{};
+  socklen_t length = sizeof cred;
+  if (::getsockopt(s.fd(), SOL_SOCKET, SO_PEERCRED, &cred, &length) != 0) {
+    return "an unknown process";
+  }
+  return fmt::format("pid {} uid {}", cred.pid, cred.uid);
+}
+
 }  // namespace
 
 HelloAcceptor::HelloAcceptor(Socket& listener, wire::MsgType type, size_t payloadBytes,
-                             const Secret& secret, std::string who)
+                             const Secret& secret, std::string who, log::Subsys subsys)
     : listener_(listener),
       type_(type),
       payloadBytes_(payloadBytes),
       secret_(secret),
-      who_(std::move(who)) {}
+      who_(std::move(who)),
+      subsys_(subsys) {}
 
-void HelloAcceptor::warnDropped(const SocketAddress& peer, const std::string& reason) {
+void HelloAcceptor::warnDropped(const std::string& peer, const std::string& reason) {
   ++warnings_;
   if (warnings_ <= kMaxWarnings) {
-    TIDAL_WARN(Boot, "{}: closed connection from {}: {}", who_, peer.toString(), reason);
+    TIDAL_LOG_AT(spdlog::level::warn, subsys_, "{}: closed connection from {}: {}", who_, peer,
+                 reason);
     if (warnings_ == kMaxWarnings) {
-      TIDAL_WARN(Boot, "{}: too many bad connections; further ones are logged at TRACE", who_);
+      TIDAL_LOG_AT(spdlog::level::warn, subsys_,
+                   "{}: too many bad connections; further ones are logged at TRACE", who_);
     }
   } else {
-    TIDAL_TRACE(Boot, "{}: closed connection from {}: {}", who_, peer.toString(), reason);
+    TIDAL_LOG_AT(spdlog::level::trace, subsys_, "{}: closed connection from {}: {}", who_, peer,
+                 reason);
   }
 }
 
@@ -43,16 +62,17 @@ void HelloAcceptor::drop(Pending& p, const std::string& reason) {
 
 void HelloAcceptor::acceptNew() {
   for (;;) {
-    SocketAddress peer;
-    Socket s = listener_.tryAccept(&peer);
+    SocketAddress address;
+    Socket s = listener_.tryAccept(&address);
     if (!s.valid()) return;
+    std::string peer = describePeer(s, address);
     if (pending_.size() >= kMaxPendingHellos) {
       warnDropped(peer, fmt::format("{} connections already wait to say hello", pending_.size()));
       continue;
     }
     Pending p;
     p.socket = std::move(s);
-    p.peer = peer;
+    p.peer = std::move(peer);
     p.buffer.resize(wire::kHeaderBytes + payloadBytes_);
     p.giveUp = Clock::now() + kHelloReadLimit;
     pending_.push_back(std::move(p));
@@ -125,16 +145,40 @@ std::optional<AcceptedHello> HelloAcceptor::next(Deadline deadline) {
         AcceptedHello hello;
         hello.body.assign(p.buffer.begin() + wire::kHeaderBytes + sizeof(Secret), p.buffer.end());
         hello.socket = std::move(p.socket);
-        hello.peer = p.peer;
+        hello.peer = std::move(p.peer);
+        hello.readLimit = p.giveUp;
         pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
         return hello;
       }
     }
     std::erase_if(pending_, [](const Pending& p) { return !p.socket.valid(); });
-    if (fds[0].revents & (POLLERR | POLLNVAL)) {
-      fail(tidalSystemError, "{}: the listening socket failed", who_);
+    // A listening socket reports a hang-up only once it was shut down.
+    if (fds[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+      fail(tidalRemoteError, "{}: the listening socket was shut down", who_);
     }
     if (fds[0].revents & POLLIN) acceptNew();
+  }
+}
+
+void HelloAcceptor::serveUntil(const std::function<bool()>& arrived,
+                               const std::function<void(AcceptedHello&)>& file, Deadline deadline,
+                               const std::atomic<bool>& aborted, const std::string& waitingFor) {
+  while (!arrived()) {
+    if (aborted.load()) {
+      fail(tidalRemoteError, "{}: aborted while waiting for {}", who_, waitingFor);
+    }
+    if (Clock::now() > deadline) {
+      fail(tidalTimeout, "{}: timed out after TIDAL_TIMEOUT={} s waiting for {}", who_,
+           timeoutSeconds(), waitingFor);
+    }
+    std::optional<AcceptedHello> hello;
+    try {
+      hello = next(std::min(deadline, Clock::now() + kAbortCheck));
+    } catch (const Error&) {
+      if (!aborted.load()) throw;
+      continue;  // the shut-down listener: reported as the abort above
+    }
+    if (hello) file(*hello);
   }
 }
 

@@ -1,4 +1,6 @@
-// The bootstrap wire format, shared by the root, the ranks and the unique id.
+// The wire format every Tidal socket speaks before (bootstrap: instead of)
+// its payload: the bootstrap root and ring, the unique id's fields, and every
+// transport's hello (tcp, shm, ib, cuda_ipc), which HelloAcceptor reads.
 //
 // Every message is a 12-byte header {magic u32, version u16, type u16,
 // length u32} followed by `length` payload bytes. All integers are
@@ -19,7 +21,11 @@
 
 namespace tidal::wire {
 
-// Most ranks one job may have: the address table must fit kMaxMessageBytes.
+inline constexpr uint32_t kMagic = 0x5444424bu;  // "TDBK"
+inline constexpr uint16_t kVersion = 1;
+
+// Most ranks one job may have: the bootstrap's address table must fit its
+// kMaxMessageBytes.
 inline constexpr int kMaxRanks = 1 << 20;
 
 // An error a peer sent us in a Reject message: passed on as it is, never
@@ -40,6 +46,8 @@ enum class MsgType : uint16_t {
   IbHello = 8,        // ib transport set-up: sender -> receiver (QPs, FIFO)
   IbReply = 9,        // ib transport set-up: receiver -> sender (QPs, eager ring)
   CudaIpcHello = 10,  // cuda_ipc sender -> receiver: secret, ranks, ring, IPC handle
+  TcpHello = 11,      // tcp data socket: secret, ranks, socket index and count
+  ShmHello = 12,      // shm sender -> receiver: secret, ranks, ring geometry (fds follow)
 };
 const char* typeName(uint16_t type);
 

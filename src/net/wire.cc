@@ -1,11 +1,10 @@
-#include "bootstrap/wire.h"
+#include "net/wire.h"
 
 #include <netinet/in.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "bootstrap/bootstrap.h"
 #include "core/error.h"
 
 namespace tidal::wire {
@@ -37,6 +36,10 @@ const char* typeName(uint16_t type) {
       return "barrier";
     case MsgType::CudaIpcHello:
       return "cuda_ipc hello";
+    case MsgType::TcpHello:
+      return "tcp hello";
+    case MsgType::ShmHello:
+      return "shm hello";
   }
   return "unknown";
 }
@@ -44,8 +47,8 @@ const char* typeName(uint16_t type) {
 std::array<uint8_t, kHeaderBytes> encodeHeader(MsgType type, uint32_t length) {
   std::vector<uint8_t> v;
   Writer w(v);
-  w.u32(kBootstrapMagic);
-  w.u16(kBootstrapVersion);
+  w.u32(kMagic);
+  w.u16(kVersion);
   w.u16(static_cast<uint16_t>(type));
   w.u32(length);
   std::array<uint8_t, kHeaderBytes> out{};
@@ -64,12 +67,11 @@ Header decodeHeader(const uint8_t* bytes) {
 }
 
 std::string headerProblem(const Header& h, MsgType expected, size_t length) {
-  if (h.magic != kBootstrapMagic) {
-    return fmt::format("bad magic 0x{:08x} (not a Tidal bootstrap peer?)", h.magic);
+  if (h.magic != kMagic) {
+    return fmt::format("bad magic 0x{:08x} (not a Tidal peer?)", h.magic);
   }
-  if (h.version != kBootstrapVersion) {
-    return fmt::format("protocol version {} (this library speaks {})", h.version,
-                       kBootstrapVersion);
+  if (h.version != kVersion) {
+    return fmt::format("protocol version {} (this library speaks {})", h.version, kVersion);
   }
   if (h.type != static_cast<uint16_t>(expected)) {
     return fmt::format("unexpected message type {} ({}), expected {}", h.type, typeName(h.type),
@@ -185,8 +187,8 @@ void recvHeader(Socket& s, MsgType expected, size_t length, Deadline deadline,
   uint8_t raw[kHeaderBytes];
   s.recvAll(raw, sizeof raw, deadline, what);
   const Header h = decodeHeader(raw);
-  if (h.magic == kBootstrapMagic && h.type == static_cast<uint16_t>(MsgType::Reject) &&
-      h.length >= 4 && h.length <= kMaxRejectBytes) {
+  if (h.magic == kMagic && h.type == static_cast<uint16_t>(MsgType::Reject) && h.length >= 4 &&
+      h.length <= kMaxRejectBytes) {
     std::vector<uint8_t> body(h.length);
     s.recvAll(body.data(), body.size(), deadline, what);
     Reader r(body.data(), body.size(), what);

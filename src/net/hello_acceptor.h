@@ -1,0 +1,110 @@
+// Accepts connections on a listener and reads one fixed-size hello from each,
+// serving every pending connection from one poll() loop. It is the one door
+// into a Tidal process: the bootstrap root and ring and every transport (tcp,
+// shm, ib, cuda_ipc) accept through it, so the same rules hold everywhere: a
+// hello is a wire.h message whose payload starts with the job secret, and a
+// connection has kHelloReadLimit to deliver it.
+//
+// This is what keeps a rendezvous alive in a hostile or noisy network: a
+// stranger that connects and stays silent, trickles bytes, sends garbage, an
+// oversize length or the wrong secret only ever holds its own slot, for at
+// most kHelloReadLimit, while real ranks are served around it. Buffers are
+// fixed (header + the expected hello), so nothing a peer says is allocated.
+//
+// The listener may be any stream socket: TCP, whose peers are named in logs
+// by their address, or unix-domain (shm), named by the pid and uid the kernel
+// vouches for (SO_PEERCRED). The acceptor reads exactly the hello's bytes and
+// nothing after them, so what follows (shm's descriptors) is the caller's.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/secret.h"
+#include "core/socket.h"
+#include "net/wire.h"
+
+namespace tidal {
+
+namespace log {
+enum class Subsys : unsigned;
+}
+
+// How long one connection may take to deliver its complete hello. Real ranks
+// send it right after connecting, so this only bounds what strangers cost.
+inline constexpr std::chrono::seconds kHelloReadLimit{10};
+// Connections held open at once while waiting for hellos; beyond this, new
+// ones are closed at once (a flood must not exhaust file descriptors).
+inline constexpr size_t kMaxPendingHellos = 1024;
+
+struct AcceptedHello {
+  Socket socket;     // blocking mode; TCP_NODELAY on TCP
+  std::string peer;  // for logs: "10.0.0.2:41234", or "pid 812 uid 1000" on a unix socket
+  // The hello payload after the secret (which was already checked).
+  std::vector<uint8_t> body;
+  // When this connection's kHelloReadLimit ends: anything the caller still
+  // reads as part of the hello (shm's descriptors) must have come by then.
+  Deadline readLimit;
+};
+
+class HelloAcceptor {
+ public:
+  // `listener` (non-blocking, listening) must outlive this. Hellos are of
+  // `type` and carry exactly `payloadBytes` bytes, the first 16 of which are
+  // the job secret. `who` names the listener in logs ("rank 3 tcp listener
+  // 10.0.0.1:4000"); warnings go to the `subsys` log subsystem.
+  HelloAcceptor(Socket& listener, wire::MsgType type, size_t payloadBytes, const Secret& secret,
+                std::string who, log::Subsys subsys);
+
+  // The next connection that presented a well-formed hello with the right
+  // secret, or nullopt once `deadline` passes. Everything else is logged as
+  // a WARN naming the peer, and closed. A listener that was shut down
+  // (abort) is a RemoteError.
+  std::optional<AcceptedHello> next(Deadline deadline);
+
+  // A transport's acceptRecv: serves hellos, handing each to `file` (which
+  // keeps it, or refuses it with warnDropped), until `arrived()` holds.
+  // Connections whose hello is still incomplete stay pending for the next
+  // call. `aborted` is the transport's flag, set by its abort() before it
+  // shuts the listener down; the wait checks it at least every 100 ms. Throws
+  // RemoteError once aborted and Timeout at `deadline`, both naming
+  // `waitingFor` ("rank 3 to connect").
+  void serveUntil(const std::function<bool()>& arrived,
+                  const std::function<void(AcceptedHello&)>& file, Deadline deadline,
+                  const std::atomic<bool>& aborted, const std::string& waitingFor);
+
+  // WARN about a connection the caller refuses after reading its hello
+  // (throttled like the acceptor's own warnings).
+  void warnDropped(const std::string& peer, const std::string& reason);
+
+ private:
+  struct Pending {
+    Socket socket;
+    std::string peer;
+    std::vector<uint8_t> buffer;  // header + payload, fixed size
+    size_t filled = 0;
+    Deadline giveUp;
+  };
+
+  void acceptNew();
+  // Reads what is available; returns true when `p` holds a complete,
+  // authenticated hello; drops it (sets socket invalid) when it misbehaves.
+  bool readFrom(Pending& p);
+  void drop(Pending& p, const std::string& reason);
+
+  Socket& listener_;
+  wire::MsgType type_;
+  size_t payloadBytes_;
+  Secret secret_;
+  std::string who_;
+  log::Subsys subsys_;
+  std::vector<Pending> pending_;
+  size_t warnings_ = 0;
+};
+
+}  // namespace tidal
