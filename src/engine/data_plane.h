@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tidal/tidal.h"
 #include "transports/transport.h"
 
 namespace tidal {
