@@ -1,12 +1,13 @@
 // Gather and Scatter: the root exchanges one message with every other rank.
 //
-// Direct rather than a tree: every byte of a Gather or Scatter has to cross
-// the root's link anyway, so a binomial tree saves no bandwidth; what it saves
-// is the root's per-message start-up cost at very small sizes, at the price of
+// Every byte of a Gather or Scatter has to cross the root's link anyway, so a
+// binomial tree (binomial_gather_scatter.cc) saves no bandwidth; what it saves
+// is the root's per-message start-up cost at small sizes, at the price of
 // log2(n) dependent hops. The root posts all its messages at once and the
-// transports move them concurrently, so direct is also the latency choice up
-// to the rank counts one host holds. Messages are cut into chunks like every
-// other transfer (bounded staging on the receiving side of device paths).
+// transports move them concurrently, so direct is the choice for large blocks
+// and also the latency choice up to the rank counts one host holds. Messages
+// are cut into chunks like every other transfer (bounded staging on the
+// receiving side of device paths).
 #include "collectives/ring_steps.h"
 #include "core/dtype.h"
 

@@ -58,6 +58,16 @@ struct CopyOp {
   size_t bytes;
 };
 
+// A local copy made while the schedule runs: once receive `afterRecv` has
+// completed (receives complete in schedule order, so every earlier one has
+// too), and before that receive counts as done, so a send that waits for it
+// reads what the copy wrote. Bruck AllToAll moves the blocks it forwards from
+// where they landed into the next round's outgoing message this way.
+struct RecvCopy {
+  int64_t afterRecv;
+  CopyOp copy;
+};
+
 struct SendOp {
   int peer;
   BufferRef src;
@@ -99,6 +109,7 @@ struct RecvOp {
 
 struct Schedule {
   std::vector<CopyOp> prologue;
+  std::vector<RecvCopy> recvCopies;  // in afterRecv order
   std::vector<SendOp> sends;
   std::vector<RecvOp> recvs;
   size_t scratchBytes = 0;
@@ -174,6 +185,12 @@ Schedule chainReduce(const CollectiveArgs& args);
 // first target. In place (sendbuff == recvbuff) the input is copied to
 // scratch first.
 Schedule pairwiseAllToAll(const CollectiveArgs& args);
+// Bruck AllToAll (bruck_alltoall.cc), for small blocks: ceil(log2 n) rounds
+// instead of n - 1 messages. Round k sends to rank-2^k, in one message, every
+// block it holds whose distance j (bound for rank - j) has bit k set, and
+// receives the same distances from rank+2^k; blocks that still have to travel
+// are copied into the next round's message (RecvCopy). Any n, in place or not.
+Schedule bruckAllToAll(const CollectiveArgs& args);
 // AllToAllv: counts and displacements in elements, one per rank. Every
 // message carries its size (RecvOp::sizeLimit), so ranks whose counts
 // disagree fail naming both instead of corrupting.
@@ -187,6 +204,11 @@ Schedule pairwiseAllToAllv(const CollectiveArgs& args, const AllToAllvLayout& la
 // root exchanges with every rank directly (one message each, chunked).
 Schedule directGather(const CollectiveArgs& args);
 Schedule directScatter(const CollectiveArgs& args);
+// The same over a binomial tree rooted at args.root (binomial_gather_scatter.cc),
+// for small blocks: the root exchanges ceil(log2 n) messages instead of n - 1,
+// inner ranks forward whole subtrees (held in scratch) in log2(n) rounds.
+Schedule binomialGather(const CollectiveArgs& args);
+Schedule binomialScatter(const CollectiveArgs& args);
 
 // The point-to-point operations one rank posted in a group on one
 // communicator, in the order it posted them.

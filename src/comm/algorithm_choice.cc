@@ -28,6 +28,30 @@ AlgorithmChoice AlgorithmChoice::fromParams(int rank) {
            *value);
     }
   }
+  c.allToAll_ = readFlatOrRounds(rank, "TIDAL_ALLTOALL_ALGO", "pairwise", "bruck",
+                                 "TIDAL_ALLTOALL_BRUCK_BYTES");
+  c.gather_ =
+      readFlatOrRounds(rank, "TIDAL_GATHER_ALGO", "direct", "tree", "TIDAL_GATHER_TREE_BYTES");
+  c.scatter_ =
+      readFlatOrRounds(rank, "TIDAL_SCATTER_ALGO", "direct", "tree", "TIDAL_SCATTER_TREE_BYTES");
+  return c;
+}
+
+AlgorithmChoice::FlatOrRounds AlgorithmChoice::readFlatOrRounds(int rank, const char* algoName,
+                                                                const char* flat,
+                                                                const char* rounds,
+                                                                const char* bytesName) {
+  FlatOrRounds c;
+  const std::string algo = params::getString(algoName);
+  if (algo != "auto" && algo != flat && algo != rounds) {
+    fail(tidalInvalidArgument, "rank {}: {}='{}' is not one of auto, {}, {}", rank, algoName, algo,
+         flat, rounds);
+  }
+  c.forced = algo != "auto";
+  c.rounds = algo == rounds;
+  const int64_t bytes = params::getInt(bytesName);
+  if (bytes < 0) fail(tidalInvalidArgument, "rank {}: {}={} is negative", rank, bytesName, bytes);
+  c.maxBytes = static_cast<size_t>(bytes);
   return c;
 }
 

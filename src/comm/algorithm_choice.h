@@ -1,11 +1,18 @@
 // Which algorithm a collective runs: the rules, and the settings that steer
 // them (TIDAL_ALLREDUCE_ALGO, TIDAL_ALLGATHER_ALGO, TIDAL_REDUCESCATTER_ALGO,
-// TIDAL_ALLREDUCE_RD_BYTES), read and checked once per communicator.
+// TIDAL_ALLREDUCE_RD_BYTES, TIDAL_ALLTOALL_ALGO, TIDAL_ALLTOALL_BRUCK_BYTES,
+// TIDAL_GATHER_ALGO, TIDAL_GATHER_TREE_BYTES, TIDAL_SCATTER_ALGO,
+// TIDAL_SCATTER_TREE_BYTES), read and checked once per communicator.
 //
 // The rules are the default tuning: recursive doubling for AllReduce up to
 // TIDAL_ALLREDUCE_RD_BYTES (it must also fit one staging slot: it sends the
 // whole buffer at once), the hierarchical schedules when ranks span equal
-// hosts, else the ring. A tuner with a cost model replaces this room.
+// hosts, else the ring. AllToAll, Gather and Scatter take their log2(n)-round
+// schedules (Bruck, binomial tree) for blocks up to their *_BYTES setting, and
+// only from kLogRoundsMinRanks ranks: they save message start-ups at the price
+// of dependent rounds, and with the ranks of one host the start-ups of
+// messages posted all at once cost less than rounds do (pairwise and direct
+// post everything at once). A tuner with a cost model replaces this room.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +25,8 @@ namespace tidal {
 class AlgorithmChoice {
  public:
   enum class AllReduce { Ring, RecursiveDoubling, Hierarchical };
+  // Under auto, fewer ranks keep pairwise AllToAll and direct Gather/Scatter.
+  static constexpr int kLogRoundsMinRanks = 16;
 
   // Reads and validates the settings; throws InvalidArgument naming the
   // variable, its value and the rank.
@@ -30,12 +39,36 @@ class AlgorithmChoice {
   bool hierarchicalReduceScatter(const coll::Topology& topology) const {
     return reduceScatter_ != "ring" && topology.hierarchical();
   }
+  // Block bytes: per peer (AllToAll), per rank (Gather, Scatter).
+  bool bruckAllToAll(size_t blockBytes, int nranks) const {
+    return allToAll_.logRounds(blockBytes, nranks);
+  }
+  bool treeGather(size_t blockBytes, int nranks) const {
+    return gather_.logRounds(blockBytes, nranks);
+  }
+  bool treeScatter(size_t blockBytes, int nranks) const {
+    return scatter_.logRounds(blockBytes, nranks);
+  }
 
  private:
+  // A choice between posting everything at once ("flat") and log2(n) rounds.
+  struct FlatOrRounds {
+    bool forced = false;  // the *_ALGO setting names one of the two
+    bool rounds = false;  // and it is the log2(n)-round one
+    size_t maxBytes = 0;
+    bool logRounds(size_t blockBytes, int nranks) const {
+      if (forced) return rounds;
+      return blockBytes <= maxBytes && nranks >= kLogRoundsMinRanks;
+    }
+  };
+  static FlatOrRounds readFlatOrRounds(int rank, const char* algoName, const char* flat,
+                                       const char* rounds, const char* bytesName);
+
   size_t rdMaxBytes_ = 0;
   std::string allReduce_ = "auto";
   std::string allGather_ = "auto";
   std::string reduceScatter_ = "auto";
+  FlatOrRounds allToAll_, gather_, scatter_;
 };
 
 }  // namespace tidal

@@ -259,7 +259,10 @@ enum Collective : int {
   kGather,
   kScatter,
   kSend,
-  kRecv
+  kRecv,
+  kAllToAllBruck,
+  kGatherTree,
+  kScatterTree
 };
 
 void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
@@ -344,6 +347,11 @@ void Communicator::barrier(const CallMemory& memory) {
 void Communicator::allToAll(const void* sendbuff, void* recvbuff, size_t count,
                             tidalDataType_t type, const CallMemory& memory) {
   const auto a = args(count, type, tidalSum, 0, sendbuff == recvbuff);
+  if (algorithms_.bruckAllToAll(count * typeSize(type), nranks_)) {
+    execute("AllToAll", {kAllToAllBruck, count, type, tidalSum, 0, a.inPlace}, sendbuff, recvbuff,
+            memory, [&] { return coll::bruckAllToAll(a); });
+    return;
+  }
   execute("AllToAll", {kAllToAll, count, type, tidalSum, 0, a.inPlace}, sendbuff, recvbuff, memory,
           [&] { return coll::pairwiseAllToAll(a); });
 }
@@ -362,6 +370,11 @@ void Communicator::gather(const void* sendbuff, void* recvbuff, size_t count, ti
   const bool inPlace = rank_ == root && sendbuff == static_cast<const char*>(recvbuff) +
                                                         block * static_cast<size_t>(root);
   const auto a = args(count, type, tidalSum, root, inPlace);
+  if (algorithms_.treeGather(block, nranks_)) {
+    execute("Gather", {kGatherTree, count, type, tidalSum, root, inPlace}, sendbuff, recvbuff,
+            memory, [&] { return coll::binomialGather(a); });
+    return;
+  }
   execute("Gather", {kGather, count, type, tidalSum, root, inPlace}, sendbuff, recvbuff, memory,
           [&] { return coll::directGather(a); });
 }
@@ -372,6 +385,11 @@ void Communicator::scatter(const void* sendbuff, void* recvbuff, size_t count, t
   const bool inPlace = rank_ == root && recvbuff == static_cast<const char*>(sendbuff) +
                                                         block * static_cast<size_t>(root);
   const auto a = args(count, type, tidalSum, root, inPlace);
+  if (algorithms_.treeScatter(block, nranks_)) {
+    execute("Scatter", {kScatterTree, count, type, tidalSum, root, inPlace}, sendbuff, recvbuff,
+            memory, [&] { return coll::binomialScatter(a); });
+    return;
+  }
   execute("Scatter", {kScatter, count, type, tidalSum, root, inPlace}, sendbuff, recvbuff, memory,
           [&] { return coll::directScatter(a); });
 }

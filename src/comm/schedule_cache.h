@@ -33,7 +33,7 @@ class ScheduleCache {
   const coll::Schedule& get(const Key& key, Build&& build) {
     if (auto it = entries_.find(key); it != entries_.end()) return it->second;
     coll::Schedule s = build();
-    if (s.sends.size() + s.recvs.size() > kMaxOps) {
+    if (s.sends.size() + s.recvs.size() + s.prologue.size() + s.recvCopies.size() > kMaxOps) {
       uncached_ = std::move(s);
       return uncached_;
     }

@@ -10,13 +10,19 @@ namespace tidal {
 
 namespace {
 
-constexpr std::array<const char*, 8> kNames = {
+constexpr std::array<const char*, 14> kNames = {
     "TIDAL_CHUNK_SIZE",
     "TIDAL_STAGING_SLOTS",
     "TIDAL_ALLREDUCE_RD_BYTES",
     "TIDAL_ALLREDUCE_ALGO",
     "TIDAL_ALLGATHER_ALGO",
     "TIDAL_REDUCESCATTER_ALGO",
+    "TIDAL_ALLTOALL_ALGO",
+    "TIDAL_ALLTOALL_BRUCK_BYTES",
+    "TIDAL_GATHER_ALGO",
+    "TIDAL_GATHER_TREE_BYTES",
+    "TIDAL_SCATTER_ALGO",
+    "TIDAL_SCATTER_TREE_BYTES",
     "TIDAL_NET",
     "TIDAL_SHM_DISABLE",
 };

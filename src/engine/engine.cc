@@ -237,6 +237,14 @@ class Engine::Run {
         // next write into this slot comes later on the same stream.
         ++freeSlots_;
       }
+      for (; nextCopy_ < s_.recvCopies.size() &&
+             s_.recvCopies[nextCopy_].afterRecv <= static_cast<int64_t>(recvsDone_);
+           ++nextCopy_) {
+        // Made (on the device plane: enqueued) before any send that waits
+        // for this receive reads what it wrote.
+        const auto& c = s_.recvCopies[nextCopy_].copy;
+        plane_.copy(resolve(c.dst), resolve(c.src), c.bytes);
+      }
       st_.recvDone[recvsDone_] = 1;
       ++recvsDone_;
       any = true;
@@ -337,6 +345,7 @@ class Engine::Run {
   RunState& st_;
   size_t nextSend_ = 0, sendsDone_ = 0;
   size_t nextRecvPost_ = 0, recvsDone_ = 0;
+  size_t nextCopy_ = 0;  // next of Schedule::recvCopies
   int freeSlots_ = 0, nextSlot_ = 0;
   bool waited_ = false;                       // waitForActivity ran since the last move
   std::optional<Clock::time_point> sleptAt_;  // this wait's first sleep

@@ -117,7 +117,11 @@ TEST(Api, BadSettingsAreNamedAtInit) {
        std::vector<std::pair<const char*, const char*>>{{"TIDAL_BUSY_POLL", "sometimes"},
                                                         {"TIDAL_ALLREDUCE_ALGO", "fastest"},
                                                         {"TIDAL_ALLGATHER_ALGO", "rd"},
-                                                        {"TIDAL_REDUCESCATTER_ALGO", "tree"}}) {
+                                                        {"TIDAL_REDUCESCATTER_ALGO", "tree"},
+                                                        {"TIDAL_ALLTOALL_ALGO", "ring"},
+                                                        {"TIDAL_GATHER_ALGO", "bruck"},
+                                                        {"TIDAL_SCATTER_ALGO", "pairwise"},
+                                                        {"TIDAL_GATHER_TREE_BYTES", "-1"}}) {
     // libtidal reads TIDAL_* from the environment at each init.
     setenv(name, value, 1);
     tidalComm_t comms[2];

@@ -542,6 +542,26 @@ TEST(ScheduleSettings, AnAlgorithmOnOneRankFailsEveryRank) {
   }
 }
 
+TEST(ScheduleSettings, ExchangeAlgorithmsAndThresholdsMustAgree) {
+  // Bruck against pairwise, or a tree against direct, would post receives
+  // of sizes the peer never sends.
+  for (const auto& [name, value] :
+       std::vector<std::pair<const char*, const char*>>{{"TIDAL_ALLTOALL_ALGO", "bruck"},
+                                                        {"TIDAL_ALLTOALL_BRUCK_BYTES", "64"},
+                                                        {"TIDAL_GATHER_ALGO", "tree"},
+                                                        {"TIDAL_GATHER_TREE_BYTES", "8"},
+                                                        {"TIDAL_SCATTER_ALGO", "direct"},
+                                                        {"TIDAL_SCATTER_TREE_BYTES", "0"}}) {
+    const auto outcomes = initJob(2, [&](int rank) {
+      if (rank == 1) ::setenv(name, value, 1);
+    });
+    for (const InitOutcome& o : outcomes) {
+      EXPECT_EQ(o.result, tidalInvalidUsage) << o.text;
+      EXPECT_THAT(o.text, HasSubstr(std::string(name) + "=" + value));
+    }
+  }
+}
+
 TEST(ScheduleSettings, EqualSettingsSpelledDifferentlyAgree) {
   // 0x80000 is the default 524288 written another way: the parsed values agree.
   const auto outcomes = initJob(2, [](int rank) {

@@ -385,6 +385,19 @@ TEST_P(DeviceExchanges, AllToAllGatherScatterAndSendRecvGroupsAreOrderedAndExact
   });
 }
 
+// The same with Bruck AllToAll and the binomial trees forced: the copies
+// Bruck makes between rounds (RecvCopy) go through the engine stream and
+// must come before the next round's send reads them.
+TEST_P(DeviceExchanges, LogRoundAlgorithmsAreOrderedAndExact) {
+  const ScopedEnv bruck("TIDAL_ALLTOALL_ALGO", "bruck");
+  const ScopedEnv gather("TIDAL_GATHER_ALGO", "tree");
+  const ScopedEnv scatter("TIDAL_SCATTER_ALGO", "tree");
+  onEveryRank([](Communicator& comm, FakeGpu& gpu, FakeGpu::Stream* stream, std::string& failure) {
+    if (const std::string wrong = deviceExchanges(comm, gpu, stream); !wrong.empty())
+      failure += fmt::format("rank {}: {}", comm.rank(), wrong);
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(ModesAndRanks, DeviceExchanges, kModesAndRanks, modeName);
 
 // A device receive posted smaller than its message fails the communicator

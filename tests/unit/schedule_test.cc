@@ -1,92 +1,20 @@
-// Runs the collective schedules of n ranks against each other in memory (no
-// transport): every send is matched with the peer's next receive, sizes must
-// agree, dependencies must never deadlock, and the results must be right.
+// The reducing and gathering collectives' schedules, run against each other
+// in memory (schedule_simulator.h): the results must be right.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
-#include <deque>
 #include <functional>
-#include <map>
 #include <numeric>
 #include <vector>
 
 #include "collectives/schedule.h"
-#include "core/dtype.h"
-#include "reduce/reduce.h"
+#include "schedule_simulator.h"
 
 namespace tidal::coll {
 namespace {
 
-struct RankState {
-  Schedule schedule;
-  std::vector<char> send, recv, scratch;
-  size_t nextSend = 0, nextRecv = 0;
-  std::vector<char> recvDone;
-};
-
-char* resolve(RankState& s, const BufferRef& ref) {
-  return resolveBuffer(ref, s.send.data(), s.recv.data(), s.scratch.data());
-}
-
-// Executes all ranks' schedules; returns false (with a gtest failure) on a
-// size mismatch or a deadlock.
-bool simulate(std::vector<RankState>& ranks) {
-  const int n = static_cast<int>(ranks.size());
-  std::map<std::pair<int, int>, std::deque<std::vector<char>>> wires;  // (from, to) -> messages
-  for (auto& r : ranks) {
-    r.scratch.assign(r.schedule.scratchBytes, 0);
-    r.recvDone.assign(r.schedule.recvs.size(), 0);
-    for (const auto& c : r.schedule.prologue)
-      std::memcpy(resolve(r, c.dst), resolve(r, c.src), c.bytes);
-  }
-  for (;;) {
-    bool moved = false, done = true;
-    for (int me = 0; me < n; ++me) {
-      auto& r = ranks[me];
-      while (r.nextSend < r.schedule.sends.size()) {
-        const auto& op = r.schedule.sends[r.nextSend];
-        if (op.afterRecv >= 0 && !r.recvDone[static_cast<size_t>(op.afterRecv)]) break;
-        const char* p = resolve(r, op.src);
-        wires[{me, op.peer}].emplace_back(p, p + op.bytes);
-        ++r.nextSend;
-        moved = true;
-      }
-      while (r.nextRecv < r.schedule.recvs.size()) {
-        const auto& op = r.schedule.recvs[r.nextRecv];
-        auto& wire = wires[{op.peer, me}];
-        if (wire.empty()) break;
-        // A send here "completes" when it is on the wire (copied).
-        if (op.afterSend >= 0 && static_cast<size_t>(op.afterSend) >= r.nextSend) break;
-        std::vector<char> msg = std::move(wire.front());
-        wire.pop_front();
-        if (msg.size() != op.bytes) {
-          ADD_FAILURE() << "rank " << me << " receive " << r.nextRecv << " expects " << op.bytes
-                        << " bytes, rank " << op.peer << " sent " << msg.size();
-          return false;
-        }
-        if (op.reduce) {
-          reduce(resolve(r, op.dst), resolve(r, op.localInput), msg.data(),
-                 op.bytes / typeSize(r.schedule.type), r.schedule.type, r.schedule.op, op.divisor);
-        } else {
-          std::memcpy(resolve(r, op.dst), msg.data(), op.bytes);
-        }
-        r.recvDone[r.nextRecv++] = 1;
-        moved = true;
-      }
-      done = done && r.nextSend == r.schedule.sends.size() && r.nextRecv == r.schedule.recvs.size();
-    }
-    if (done) break;
-    if (!moved) {
-      ADD_FAILURE() << "schedules deadlocked";
-      return false;
-    }
-  }
-  for (const auto& [key, wire] : wires) {
-    EXPECT_TRUE(wire.empty()) << "unreceived data from " << key.first << " to " << key.second;
-  }
-  return true;
-}
+using test::RankState;
+using test::simulate;
 
 CollectiveArgs argsFor(int rank, int n, size_t count, tidalRedOp_t op, int root, size_t chunk) {
   return {rank, n, count, tidalInt32, op, root, chunk, false};

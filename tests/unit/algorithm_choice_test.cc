@@ -1,0 +1,80 @@
+// The rules and settings that pick AllToAll, Gather and Scatter algorithms
+// (src/comm/algorithm_choice.h).
+#include "comm/algorithm_choice.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "scoped_env.h"
+
+namespace tidal {
+namespace {
+
+using test::ScopedEnv;
+
+constexpr int kMany = AlgorithmChoice::kLogRoundsMinRanks;
+
+TEST(AlgorithmChoice, LogRoundsForSmallBlocksOnManyRanksByDefault) {
+  const AlgorithmChoice c = AlgorithmChoice::fromParams(0);
+  EXPECT_TRUE(c.bruckAllToAll(1024, kMany));
+  EXPECT_FALSE(c.bruckAllToAll(1025, kMany));
+  EXPECT_FALSE(c.bruckAllToAll(8, kMany - 1));
+  EXPECT_TRUE(c.treeGather(4096, kMany));
+  EXPECT_FALSE(c.treeGather(4097, kMany));
+  EXPECT_FALSE(c.treeGather(8, kMany - 1));
+  EXPECT_TRUE(c.treeScatter(4096, 1000));
+  EXPECT_FALSE(c.treeScatter(4097, 1000));
+}
+
+TEST(AlgorithmChoice, ThresholdsMoveTheSwitch) {
+  ScopedEnv bruck("TIDAL_ALLTOALL_BRUCK_BYTES", "0");
+  ScopedEnv gather("TIDAL_GATHER_TREE_BYTES", "100");
+  const AlgorithmChoice c = AlgorithmChoice::fromParams(0);
+  EXPECT_TRUE(c.bruckAllToAll(0, kMany));
+  EXPECT_FALSE(c.bruckAllToAll(1, kMany));
+  EXPECT_TRUE(c.treeGather(100, kMany));
+  EXPECT_FALSE(c.treeGather(101, kMany));
+  EXPECT_TRUE(c.treeScatter(4096, kMany));  // its own setting
+}
+
+TEST(AlgorithmChoice, ForcedAlgorithmsIgnoreSizeAndRanks) {
+  {
+    ScopedEnv a("TIDAL_ALLTOALL_ALGO", "bruck");
+    ScopedEnv g("TIDAL_GATHER_ALGO", "tree");
+    ScopedEnv s("TIDAL_SCATTER_ALGO", "direct");
+    const AlgorithmChoice c = AlgorithmChoice::fromParams(0);
+    EXPECT_TRUE(c.bruckAllToAll(size_t{1} << 30, 2));
+    EXPECT_TRUE(c.treeGather(size_t{1} << 30, 1));
+    EXPECT_FALSE(c.treeScatter(1, 1000));
+  }
+  ScopedEnv a("TIDAL_ALLTOALL_ALGO", "pairwise");
+  ScopedEnv s("TIDAL_SCATTER_ALGO", "tree");
+  const AlgorithmChoice c = AlgorithmChoice::fromParams(0);
+  EXPECT_FALSE(c.bruckAllToAll(1, 1000));
+  EXPECT_TRUE(c.treeScatter(size_t{1} << 30, 3));
+}
+
+TEST(AlgorithmChoice, BadSettingsNameVariableValueAndRank) {
+  for (const auto& [name, value] :
+       std::vector<std::pair<const char*, const char*>>{{"TIDAL_ALLTOALL_ALGO", "tree"},
+                                                        {"TIDAL_GATHER_ALGO", "bruck"},
+                                                        {"TIDAL_SCATTER_ALGO", "ring"},
+                                                        {"TIDAL_ALLTOALL_BRUCK_BYTES", "-1"},
+                                                        {"TIDAL_GATHER_TREE_BYTES", "-5"},
+                                                        {"TIDAL_SCATTER_TREE_BYTES", "-7"}}) {
+    ScopedEnv bad(name, value);
+    try {
+      AlgorithmChoice::fromParams(3);
+      ADD_FAILURE() << name << "=" << value << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), tidalInvalidArgument);
+      const std::string text = e.what();
+      EXPECT_NE(text.find(name), std::string::npos) << text;
+      EXPECT_NE(text.find(value), std::string::npos) << text;
+      EXPECT_NE(text.find("rank 3"), std::string::npos) << text;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tidal
