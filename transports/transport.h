@@ -26,6 +26,10 @@
 
 namespace tidal {
 
+namespace topo {
+struct Placement;  // topology/placement.h
+}
+
 // Bounded, opaque bytes a peer needs to reach our listener; exchanged through
 // the bootstrap allGather.
 inline constexpr size_t kMaxConnectHandleBytes = 256;
@@ -86,6 +90,9 @@ struct TransportContext {
   int rank = 0;
   int nranks = 0;
   Secret secret{};
+  // This rank's place on its host (local rank, GPU, nearest NICs, GDR by
+  // distance), decided at communicator init; null when unknown.
+  std::shared_ptr<const topo::Placement> placement{};
 };
 
 class Transport {

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "comm/host_identity.h"
+#include "comm/rank_placement.h"
 #include "comm/schedule_settings.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -63,7 +64,7 @@ void Communicator::connect(const UniqueId& id) {
     log::logger().warn("Tidal version " TIDAL_RELEASE_STRING " (NCCL API {}.{}.{})", TIDAL_MAJOR,
                        TIDAL_MINOR, TIDAL_PATCH);
   }
-  engine_ = std::make_unique<Engine>(rank_, engineOptionsFromParams(rank_));
+  const EngineOptions engineOptions = engineOptionsFromParams(rank_);
   algorithms_ = AlgorithmChoice::fromParams(rank_);
   busyPollMode_ = params::getString("TIDAL_BUSY_POLL");
   if (busyPollMode_ != "auto" && busyPollMode_ != "0" && busyPollMode_ != "1") {
@@ -72,6 +73,10 @@ void Communicator::connect(const UniqueId& id) {
   }
   bootstrap_ = Bootstrap::create(id, rank_, nranks_);
   checkScheduleSettingsAgree(*bootstrap_, rank_, nranks_);
+  // Before anything allocates: staging first touched after the binding lands
+  // on the rank's NUMA node.
+  placement_ = placeRank(*bootstrap_, rank_, nranks_, /*askCuda=*/!devices_);
+  engine_ = std::make_unique<Engine>(rank_, engineOptions);
   if (nranks_ > 1) connectPeers();
   connectDevices();
   barrierBuffer_.assign(static_cast<size_t>(nranks_), 0);
@@ -82,7 +87,7 @@ void Communicator::connect(const UniqueId& id) {
 }
 
 void Communicator::connectPeers() {
-  links_ = std::make_unique<Links>(rank_, nranks_, *bootstrap_, *engine_);
+  links_ = std::make_unique<Links>(rank_, nranks_, *bootstrap_, *engine_, placement_);
   links_->exchange();
   const std::vector<std::string>& hostOfRank = links_->hostOfRank();
 

@@ -134,6 +134,8 @@ class Communicator {
   int rank_;
   int nranks_;
   std::unique_ptr<Bootstrap> bootstrap_;
+  // Local rank, GPU, NICs, GDR and CPUs (rank_placement.h); null if unknown.
+  std::shared_ptr<const topo::Placement> placement_;
   // Transports and connections to every peer (links.h).
   void connectPeers();
   std::unique_ptr<Links> links_;

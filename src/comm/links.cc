@@ -27,8 +27,13 @@ struct Links::Record {
   } handles[kMaxTransports];
 };
 
-Links::Links(int rank, int nranks, Bootstrap& bootstrap, Engine& engine)
-    : rank_(rank), nranks_(nranks), bootstrap_(bootstrap), engine_(engine) {}
+Links::Links(int rank, int nranks, Bootstrap& bootstrap, Engine& engine,
+             std::shared_ptr<const topo::Placement> placement)
+    : rank_(rank),
+      nranks_(nranks),
+      bootstrap_(bootstrap),
+      engine_(engine),
+      placement_(std::move(placement)) {}
 
 Links::~Links() = default;
 
@@ -47,7 +52,7 @@ void Links::exchange() {
   std::memcpy(mine->hostId, host.data(), std::min(host.size(), kMaxHostIdBytes));
   mine->transportCount = static_cast<uint32_t>(names.size());
   for (size_t i = 0; i < names.size(); ++i) {
-    auto t = createTransport(names[i], {rank_, nranks_, bootstrap_.secret()});
+    auto t = createTransport(names[i], {rank_, nranks_, bootstrap_.secret(), placement_});
     const ConnectHandle h = t->listen();
     if (h.size() > kMaxConnectHandleBytes) {
       fail(tidalInternalError, "rank {}: {} handle of {} bytes is too large", rank_, names[i],

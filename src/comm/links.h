@@ -33,7 +33,9 @@ namespace tidal {
 
 class Links final : public LinkOpener {
  public:
-  Links(int rank, int nranks, Bootstrap& bootstrap, Engine& engine);
+  // `placement` (may be null) reaches every transport (TransportContext).
+  Links(int rank, int nranks, Bootstrap& bootstrap, Engine& engine,
+        std::shared_ptr<const topo::Placement> placement = nullptr);
   ~Links() override;
 
   // Collective: listens on every transport and exchanges the records.
@@ -64,6 +66,7 @@ class Links final : public LinkOpener {
   int nranks_;
   Bootstrap& bootstrap_;
   Engine& engine_;
+  std::shared_ptr<const topo::Placement> placement_;
   std::string forcedNet_;
   bool shmDisabled_ = false;
   std::vector<std::string> transportOrder_;

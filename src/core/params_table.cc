@@ -71,6 +71,8 @@ const std::vector<Definition>& definitions() {
        "Read the topology from this dump (TIDAL_TOPO_DUMP_FILE's format) instead of sysfs."},
       {"TIDAL_TOPO_DUMP_FILE", Kind::String, "",
        "Write the detected topology (GPUs, NICs, PCI paths, NUMA) to this file."},
+      {"TIDAL_BIND", Kind::String, "auto",
+       "At init: auto binds an unbound rank with a GPU to its GPU's CPUs; none never binds."},
       // Engine and algorithms.
       {"TIDAL_CHUNK_SIZE", Kind::Int, "524288",
        "Pipeline chunk in bytes: ring steps are cut into chunks so send, recv, reduce overlap."},

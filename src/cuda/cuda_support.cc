@@ -56,6 +56,16 @@ std::optional<int> currentDevice() {
   return device;
 }
 
+std::string pciBusId(int device) {
+  if (!usable()) return {};
+  char id[32] = {};
+  if (cudaDeviceGetPCIBusId(id, sizeof id, device) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  return id;
+}
+
 void setCurrentDevice(int device) {
   if (!usable())
     fail(tidalInvalidUsage, "CUDA device {} requested, but {}", device, unavailableReason());

@@ -28,6 +28,9 @@ int deviceCount();
 
 // The calling thread's current device (cudaGetDevice); nullopt without CUDA.
 std::optional<int> currentDevice();
+// The PCI bus id of `device` as CUDA reports it ("0000:18:00.0"); "" without
+// CUDA or when the runtime cannot say.
+std::string pciBusId(int device);
 // Makes `device` current on the calling thread; throws InvalidArgument naming
 // the device and the count when it does not exist.
 void setCurrentDevice(int device);

@@ -14,6 +14,7 @@ bool usable() { return false; }
 const std::string& unavailableReason() { return kReason; }
 int deviceCount() { return 0; }
 std::optional<int> currentDevice() { return std::nullopt; }
+std::string pciBusId(int) { return {}; }
 
 void setCurrentDevice(int device) {
   fail(tidalInvalidUsage, "CUDA device {} requested, but {}", device, kReason);

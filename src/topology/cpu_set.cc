@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <iterator>
+#include <utility>
 
 #include "core/error.h"
 
@@ -41,6 +42,12 @@ CpuSet CpuSet::parse(const std::string& text, const std::string& what) {
     }
     for (int cpu = first; cpu <= last; ++cpu) set.cpus_.push_back(cpu);
   }
+  return of(std::move(set.cpus_));
+}
+
+CpuSet CpuSet::of(std::vector<int> cpus) {
+  CpuSet set;
+  set.cpus_ = std::move(cpus);
   std::sort(set.cpus_.begin(), set.cpus_.end());
   set.cpus_.erase(std::unique(set.cpus_.begin(), set.cpus_.end()), set.cpus_.end());
   return set;
@@ -61,6 +68,13 @@ void CpuSet::add(const CpuSet& other) {
   std::set_union(cpus_.begin(), cpus_.end(), other.cpus_.begin(), other.cpus_.end(),
                  std::back_inserter(merged));
   cpus_ = std::move(merged);
+}
+
+CpuSet CpuSet::intersection(const CpuSet& other) const {
+  CpuSet both;
+  std::set_intersection(cpus_.begin(), cpus_.end(), other.cpus_.begin(), other.cpus_.end(),
+                        std::back_inserter(both.cpus_));
+  return both;
 }
 
 std::string CpuSet::text() const {

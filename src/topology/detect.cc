@@ -7,7 +7,7 @@
 
 namespace tidal::topo {
 
-Detected detectTopology() {
+Detected detectTopology(bool writeDump) {
   Detected d;
   const std::string file = params::getString("TIDAL_TOPO_FILE");
   if (!file.empty()) {
@@ -19,7 +19,7 @@ Detected detectTopology() {
     d.source = "sysfs " + root;
   }
   const std::string dump = params::getString("TIDAL_TOPO_DUMP_FILE");
-  if (!dump.empty()) {
+  if (writeDump && !dump.empty()) {
     writeTopologyFile(d.topology, dump);
     TIDAL_INFO(Init, "topology from {} written to TIDAL_TOPO_DUMP_FILE={}", d.source, dump);
   }

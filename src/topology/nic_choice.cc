@@ -100,6 +100,26 @@ void chooseWithoutGpu(const Topology& t, const ChoiceSettings& s, RankChoice& c)
 
 }  // namespace
 
+GdrDecision gdrDecision(PathClass c, bool rdmaNic, PathClass level) {
+  if (!rdmaNic) return {false, "NIC is not RDMA"};
+  const bool on = gdrAllowed(c, level);
+  return {on, fmt::format("{} {} TIDAL_NET_GDR_LEVEL={}", className(c),
+                          on ? "is within" : "is beyond", className(level))};
+}
+
+std::optional<GdrDecision> gdrForNic(const Topology& t, const RankChoice& choice,
+                                     const std::string& nic, PathClass level) {
+  if (choice.gpu < 0 || choice.gpu >= static_cast<int>(t.gpus.size())) return std::nullopt;
+  for (const Nic& n : t.nics) {
+    if (n.name() != nic) continue;
+    GdrDecision d =
+        gdrDecision(classify(t.gpus[choice.gpu].pci, n.pci), n.kind == NicKind::Rdma, level);
+    d.reason = fmt::format("GPU {} - {}: {}", choice.gpuBusId, nic, d.reason);
+    return d;
+  }
+  return std::nullopt;
+}
+
 int effectiveLocalRanks(const Topology& t, const ChoiceSettings& s) {
   if (s.localRanks > 0) return s.localRanks;
   return std::max<int>(1, static_cast<int>(t.gpus.size()));
@@ -141,14 +161,10 @@ RankChoice chooseForRank(const Topology& t, int localRank, const ChoiceSettings&
   for (const size_t n : share(mine.nics, members, index)) c.nics.push_back(t.nics[n].name());
 
   const PathClass cls = *mine.path;
-  const bool rdma = t.nics[mine.nics.front()].kind == NicKind::Rdma;
-  c.gdr = rdma && gdrAllowed(cls, s.gdrLevel);
-  if (!rdma) {
-    c.gdrReason = "NIC is not RDMA";
-  } else {
-    c.gdrReason = fmt::format("{} {} TIDAL_NET_GDR_LEVEL={}", className(cls),
-                              c.gdr ? "is within" : "is beyond", className(s.gdrLevel));
-  }
+  const GdrDecision gdr =
+      gdrDecision(cls, t.nics[mine.nics.front()].kind == NicKind::Rdma, s.gdrLevel);
+  c.gdr = gdr.on;
+  c.gdrReason = gdr.reason;
   if (cls == PathClass::SYS) {
     c.warnings.push_back(
         fmt::format("local rank {}: GPU {} and its NICs are on different NUMA nodes (SYS): "

@@ -52,6 +52,22 @@ struct RankChoice {
   std::vector<std::string> warnings;
 };
 
+struct GdrDecision {
+  bool on = false;
+  std::string reason;  // "PHB is beyond TIDAL_NET_GDR_LEVEL=PXB", "NIC is not RDMA"
+};
+
+// Rule 4 for a path of class `c` to a NIC (RDMA or not).
+GdrDecision gdrDecision(PathClass c, bool rdmaNic, PathClass level);
+
+// Rule 4 between the rank's GPU (`choice`) and the NIC named `nic`
+// ("mlx5_0:1"), which need not be one it was given (TIDAL_IB_HCA may pick
+// another); the reason names both: "GPU 0000:18:00.0 - mlx5_4:1: SYS is
+// beyond TIDAL_NET_GDR_LEVEL=PXB". nullopt when the rank has no GPU or the
+// topology does not list the NIC (Soft-RoCE has no PCI device): no word.
+std::optional<GdrDecision> gdrForNic(const Topology& t, const RankChoice& choice,
+                                     const std::string& nic, PathClass level);
+
 // Throws InvalidArgument for a local rank outside 0..localRanks-1 or a GPU
 // bus id that is not in the topology.
 RankChoice chooseForRank(const Topology& t, int localRank, const ChoiceSettings& s);

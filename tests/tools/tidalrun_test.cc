@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "../unit/topology_fixtures.h"
 #include "subprocess.h"
 
 namespace {
@@ -30,8 +32,10 @@ std::vector<std::string> cmd(std::vector<std::string> tidalrunArgs,
   return argv;
 }
 
-RunResult tidalrun(std::vector<std::string> tidalrunArgs, std::vector<std::string> childArgs) {
-  return tidal::testing::run(cmd(std::move(tidalrunArgs), std::move(childArgs)));
+// env: NAME=VALUE settings for tidalrun (and so for its ranks).
+RunResult tidalrun(std::vector<std::string> tidalrunArgs, std::vector<std::string> childArgs,
+                   std::vector<std::string> env = {}) {
+  return tidal::testing::run(cmd(std::move(tidalrunArgs), std::move(childArgs)), std::move(env));
 }
 
 int countOf(const std::string& text, const std::string& needle) {
@@ -300,7 +304,8 @@ TEST(TidalrunArgs, ErrorsExitTwoWithUsage) {
       {"-np", "2", "--timeout", "-1", "/bin/true"},
       {"-np", "2", "--port", "70000", "/bin/true"},
       {"-np", "2", "--bind", "socket", "/bin/true"},
-      {"-np", "2", "--bind", "numa", "/bin/true"},  // not yet
+      {"-np", "2", "--bind", "", "/bin/true"},
+      {"-np", "2", "--bind", "GPU", "/bin/true"},
   };
   for (const auto& args : bad) {
     std::vector<std::string> argv{TIDALRUN_PATH};
@@ -351,12 +356,24 @@ std::map<int, std::string> rankAffinities(const RunResult& r) {
   return byRank;
 }
 
+// A host like this one (no GPU), so that the default is core binding
+// wherever the tests run.
+class NoGpuHost {
+ public:
+  NoGpuHost() { tidal::topo::test::buildNoGpu(tree_); }
+  std::vector<std::string> env() const { return {"TIDAL_TOPO_SYSFS=" + tree_.root()}; }
+
+ private:
+  tidal::topo::test::SysfsTree tree_;
+};
+
 TEST(TidalrunBind, DefaultBindsEachRankToOneCpuOfItsOwnSet) {
   const auto cpus = ownCpus();
   ASSERT_FALSE(cpus.empty());
   // One rank more than CPUs: the last wraps around to the first CPU.
   const int n = static_cast<int>(cpus.size()) + 1;
-  const auto r = tidalrun({"-np", std::to_string(n)}, {"affinity"});
+  const NoGpuHost host;
+  const auto r = tidalrun({"-np", std::to_string(n)}, {"affinity"}, host.env());
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_EQ(r.err, "") << "binding prints nothing by default";
   const auto got = rankAffinities(r);
@@ -369,7 +386,8 @@ TEST(TidalrunBind, DefaultBindsEachRankToOneCpuOfItsOwnSet) {
 
 TEST(TidalrunBind, VerboseSaysWhenRanksShareCpus) {
   const int n = static_cast<int>(ownCpus().size()) + 1;
-  const auto r = tidalrun({"-np", std::to_string(n), "--verbose"}, {"affinity"});
+  const NoGpuHost host;
+  const auto r = tidalrun({"-np", std::to_string(n), "--verbose"}, {"affinity"}, host.env());
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.err.find("ranks share CPUs"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("rank 0: pid "), std::string::npos) << r.err;
@@ -391,17 +409,116 @@ TEST(TidalrunBind, StaysInsideARestrictedSet) {
   const std::string only = std::to_string(ownCpus().front());
   auto argv = cmd({"-np", "3"}, {"affinity"});
   argv.insert(argv.begin(), {"/usr/bin/taskset", "-c", only});
-  const auto r = tidal::testing::run(argv);
+  const NoGpuHost host;
+  const auto r = tidal::testing::run(argv, host.env());
   ASSERT_EQ(r.exitCode, 0) << r.err;
   const auto got = rankAffinities(r);
   ASSERT_EQ(got.size(), 3u) << r.out;
   for (const auto& [rank, set] : got) EXPECT_EQ(set, only) << "rank " << rank;
 }
 
-TEST(TidalrunBind, NumaIsNotYetSupported) {
-  const auto r = tidalrun({"-np", "1", "--bind", "numa"}, {"affinity"});
-  EXPECT_EQ(r.exitCode, 2);
-  EXPECT_NE(r.err.find("not supported yet"), std::string::npos) << r.err;
+// --- binding from the topology: the two-CPU fixture ------------------------
+// (topology_fixtures.h buildTwoCpuHost) CPU 0 is NUMA node 0 and CPU 1 node 1;
+// GPU0 is near CPU 1, GPU1 near CPU 0, so gpu binding reverses core binding.
+
+class TidalrunTopologyBind : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto cpus = ownCpus();
+    if (cpus.size() < 2 || cpus[0] != 0 || cpus[1] != 1) {
+      GTEST_SKIP() << "the fixture needs CPUs 0 and 1, this test may use " << joined(cpus);
+    }
+    tidal::topo::test::buildTwoCpuHost(tree_);
+  }
+  std::string sysfs() const { return "TIDAL_TOPO_SYSFS=" + tree_.root(); }
+
+  tidal::topo::test::SysfsTree tree_;
+};
+
+TEST_F(TidalrunTopologyBind, GpuBindsEachRankToItsGpusCpus) {
+  // Three ranks, two GPUs: rank 2 has none and gets core binding (CPU 2 mod 2).
+  const auto r = tidalrun({"-np", "3", "--bind", "gpu"}, {"affinity"}, {sysfs()});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(rankAffinities(r), (std::map<int, std::string>{{0, "1"}, {1, "0"}, {2, "0"}}));
+}
+
+TEST_F(TidalrunTopologyBind, DefaultIsGpuWhereTheTopologyListsGpus) {
+  const auto r = tidalrun({"-np", "2"}, {"affinity"}, {sysfs()});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(rankAffinities(r), (std::map<int, std::string>{{0, "1"}, {1, "0"}}));
+}
+
+TEST_F(TidalrunTopologyBind, NumaSpreadsRanksOverTheNodesInBlocks) {
+  const auto three = tidalrun({"-np", "3", "--bind", "numa"}, {"affinity"}, {sysfs()});
+  ASSERT_EQ(three.exitCode, 0) << three.err;
+  EXPECT_EQ(rankAffinities(three), (std::map<int, std::string>{{0, "0"}, {1, "0"}, {2, "1"}}));
+  const auto two = tidalrun({"-np", "2", "--bind", "numa"}, {"affinity"}, {sysfs()});
+  EXPECT_EQ(rankAffinities(two), (std::map<int, std::string>{{0, "0"}, {1, "1"}}));
+}
+
+TEST_F(TidalrunTopologyBind, CoreIgnoresTheTopology) {
+  const auto r = tidalrun({"-np", "2", "--bind", "core"}, {"affinity"}, {sysfs()});
+  EXPECT_EQ(rankAffinities(r), (std::map<int, std::string>{{0, "0"}, {1, "1"}}));
+}
+
+TEST_F(TidalrunTopologyBind, TopologySettingsGivenWithDashXCount) {
+  const auto r = tidalrun({"-np", "2", "--bind", "gpu", "-x", sysfs()}, {"affinity"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(rankAffinities(r), (std::map<int, std::string>{{0, "1"}, {1, "0"}}));
+}
+
+TEST_F(TidalrunTopologyBind, CudaVisibleDevicesChoosesEachRanksGpu) {
+  // Rank 0 sees GPU1 (CPU 0) as its device 0; rank 1 has no GPU: core, CPU 1.
+  const auto r =
+      tidalrun({"-np", "2", "--bind", "gpu"}, {"affinity"}, {sysfs(), "CUDA_VISIBLE_DEVICES=1"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(rankAffinities(r), (std::map<int, std::string>{{0, "0"}, {1, "1"}}));
+}
+
+TEST_F(TidalrunTopologyBind, VerboseNamesWhatEachRankIsBoundTo) {
+  const auto r = tidalrun({"-np", "3", "--verbose"}, {"affinity"}, {sysfs()});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_THAT(r.err, ::testing::HasSubstr("tidalrun: binding: gpu over CPUs 0-1\n"));
+  EXPECT_THAT(r.err, ::testing::ContainsRegex("rank 0: pid [0-9]+, bound to CPU 1 \\(GPU "
+                                              "0000:03:00.0\\)\n"));
+  EXPECT_THAT(r.err, ::testing::ContainsRegex("rank 1: pid [0-9]+, bound to CPU 0 \\(GPU "
+                                              "0000:81:00.0\\)\n"));
+  EXPECT_THAT(r.err, ::testing::ContainsRegex("rank 2: pid [0-9]+, bound to CPU 0 \\(no GPU\\)"));
+}
+
+TEST_F(TidalrunTopologyBind, NoneAlsoTellsTheLibraryNotToBind) {
+  const auto r = tidalrun({"-np", "1", "--bind", "none"}, {"env", "TIDAL_BIND"}, {sysfs()});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(r.out, "TIDAL_BIND=none\n");
+  const auto gpu = tidalrun({"-np", "1", "--bind", "gpu"}, {"env", "TIDAL_BIND"}, {sysfs()});
+  EXPECT_EQ(gpu.out, "TIDAL_BIND=<unset>\n") << "binding ranks leaves the library its default";
+}
+
+TEST(TidalrunBind, NumaOrGpuWithoutATopologyIsAnError) {
+  for (const char* policy : {"numa", "gpu"}) {
+    const auto r = tidalrun({"-np", "2", "--bind", policy}, {"affinity"},
+                            {"TIDAL_TOPO_FILE=/nonexistent/topo.txt"});
+    EXPECT_EQ(r.exitCode, 1) << policy << "\n" << r.err;
+    EXPECT_THAT(r.err, ::testing::HasSubstr(std::string("tidalrun: --bind ") + policy +
+                                            " needs the topology: TIDAL_TOPO_FILE=/nonexistent/"
+                                            "topo.txt: cannot open it"));
+    EXPECT_EQ(r.out, "") << "no rank started";
+  }
+}
+
+TEST(TidalrunBind, DefaultWithoutATopologyBindsCores) {
+  const auto cpus = ownCpus();
+  const auto r = tidalrun({"-np", "2"}, {"affinity"}, {"TIDAL_TOPO_FILE=/nonexistent/topo.txt"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_THAT(r.err, ::testing::HasSubstr("tidalrun: cannot read the topology "
+                                          "(TIDAL_TOPO_FILE=/nonexistent/topo.txt: cannot open "
+                                          "it"));
+  const auto got = rankAffinities(r);
+  ASSERT_EQ(got.size(), 2u) << r.out;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(got.at(i), std::to_string(cpus[static_cast<size_t>(i) % cpus.size()]));
+  }
 }
 
 }  // namespace

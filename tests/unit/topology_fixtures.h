@@ -207,6 +207,22 @@ inline void buildOneDevicePorts(SysfsTree& t, int ports) {
   t.rdma("mlx5_0", fmt::format("{}/{}/{}", sw, bus(0x02, 2), bus(0x05)), 0, "0-7", ports);
 }
 
+// A small two-socket host whose CPU numbers exist on any machine with two
+// CPUs, for the tests that really bind (tidalrun, init): CPU 0 is NUMA node
+// 0, CPU 1 node 1. GPU0 (03:00.0) and mlx5_0 share a switch on node 1; GPU1
+// (81:00.0) is on node 0 with mlx5_1 behind another host bridge (NODE). So
+// GPU binding gives local rank 0 CPU 1 and rank 1 CPU 0, the reverse of core.
+inline constexpr const char* kTwoCpuGpuBus[2] = {"0000:03:00.0", "0000:81:00.0"};
+inline void buildTwoCpuHost(SysfsTree& t) {
+  t.numa(0, "0");
+  t.numa(1, "1");
+  const std::string sw = "pci0000:00/0000:00:01.0/" + bus(0x01);
+  t.gpu(fmt::format("{}/{}/{}", sw, bus(0x02, 0), bus(0x03)), 1, "1");
+  t.rdma("mlx5_0", fmt::format("{}/{}/{}", sw, bus(0x02, 1), bus(0x04)), 1, "1");
+  t.gpu("pci0000:80/0000:80:01.0/" + bus(0x81), 0, "0");
+  t.rdma("mlx5_1", "pci0000:c0/0000:c0:01.0/" + bus(0xc1), 0, "0");
+}
+
 // A VM like the CI machine: no GPU, no RDMA device, one virtio NIC and
 // virtual interfaces, numa_node -1.
 inline void buildNoGpu(SysfsTree& t) {

@@ -305,6 +305,35 @@ TEST(GpuDirectDetection, SettingsAndWhatThisMachineHas) {
   }
 }
 
+TEST(GpuDirectDetection, TopologyDistanceTurnsAutoOff) {
+  std::string why;
+  const VerbsApi* api = VerbsApi::load(&why);
+  if (api == nullptr) GTEST_SKIP() << why;
+  const GdrDistance far{false,
+                        "GPU 0000:18:00.0 - mlx5_4:1: SYS is beyond TIDAL_NET_GDR_LEVEL=PXB"};
+  // auto: off for the distance, before asking the driver, whatever it could do.
+  const GpuDirect automatic = GpuDirect::detect(*api, "auto", 0, far);
+  EXPECT_EQ(automatic.mode(), GpuDirect::Mode::Off);
+  EXPECT_EQ(automatic.reason(),
+            "GPU 0000:18:00.0 - mlx5_4:1: SYS is beyond TIDAL_NET_GDR_LEVEL=PXB; GPU buffers are "
+            "staged through host memory");
+  EXPECT_EQ(GpuDirect::detect(*api, "0", 0, far).reason(), "TIDAL_GDR=0");
+  // Within the level the distance does not decide: what the machine has does.
+  const GdrDistance near{true,
+                         "GPU 0000:18:00.0 - mlx5_0:1: PIX is within TIDAL_NET_GDR_LEVEL=PXB"};
+  const GpuDirect plain = GpuDirect::detect(*api, "auto", 0);
+  const GpuDirect withNear = GpuDirect::detect(*api, "auto", 0, near);
+  EXPECT_EQ(withNear.mode(), plain.mode());
+  if (plain.mode() == GpuDirect::Mode::Off) {
+    EXPECT_EQ(withNear.reason(), plain.reason()) << "no GPUDirect here: the distance is moot";
+  } else {
+    EXPECT_EQ(withNear.reason(), plain.reason() + "; " + near.reason);
+    const GpuDirect forced = GpuDirect::detect(*api, "1", 0, far);
+    EXPECT_NE(forced.mode(), GpuDirect::Mode::Off) << "TIDAL_GDR=1 overrides the distance";
+    EXPECT_EQ(forced.reason(), plain.reason() + "; TIDAL_GDR=1 overrides " + far.reason);
+  }
+}
+
 TEST(HwCounters, DeltaNamesWhatMovedAndTheCongestionCounters) {
   const CounterSnapshot before{
       {"np_cnp_sent", 5}, {"rcvd_pkts", 100}, {"local_ack_timeout_err", 2}};

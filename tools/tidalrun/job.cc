@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -10,11 +9,18 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <system_error>
 
 #include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/params.h"
+#include "topology/affinity.h"
+#include "topology/detect.h"
 
 extern char** environ;
 
@@ -33,26 +39,23 @@ void note(fmt::format_string<Args...> format, Args&&... args) {
   writeAll(STDERR_FILENO, "tidalrun: " + fmt::format(format, std::forward<Args>(args)...) + "\n");
 }
 
-// The CPUs this process may run on, in increasing order (empty if unknown).
-std::vector<int> allowedCpus() {
-  for (int ncpus = 1024; ncpus <= (1 << 20); ncpus *= 2) {
-    cpu_set_t* set = CPU_ALLOC(static_cast<size_t>(ncpus));
-    if (set == nullptr) return {};
-    const size_t bytes = CPU_ALLOC_SIZE(static_cast<size_t>(ncpus));
-    CPU_ZERO_S(bytes, set);
-    if (::sched_getaffinity(0, bytes, set) != 0) {
-      CPU_FREE(set);
-      if (errno == EINVAL) continue;  // the kernel's mask is larger: retry
-      return {};
+// -x settings that change what the ranks read as their topology or GPUs:
+// tidalrun reads it the same way, so it takes them too.
+void adoptTopologySettings(const Options& options) {
+  bool changed = false;
+  for (const auto& [name, value] : options.extraEnv) {
+    if (name.rfind("TIDAL_TOPO_", 0) == 0 || name == "TIDAL_CONF_FILE" ||
+        name == "CUDA_VISIBLE_DEVICES") {
+      ::setenv(name.c_str(), value.c_str(), 1);
+      changed = true;
     }
-    std::vector<int> cpus;
-    for (int c = 0; c < ncpus; ++c) {
-      if (CPU_ISSET_S(static_cast<size_t>(c), bytes, set)) cpus.push_back(c);
-    }
-    CPU_FREE(set);
-    return cpus;
   }
-  return {};
+  if (changed) tidal::params::reload();
+}
+
+std::optional<std::string> cudaVisibleDevices() {
+  const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+  return v ? std::optional<std::string>(v) : std::nullopt;
 }
 
 std::chrono::steady_clock::duration seconds(double s) {
@@ -122,20 +125,20 @@ void Job::startRanks() {
     ranks_.push_back(Rank{r, -1, false, false, Stream{UniqueFd(), {STDOUT_FILENO, prefix}},
                           Stream{UniqueFd(), {STDERR_FILENO, prefix}}});
   }
-  const std::vector<int> cpus = rankCpus();
+  const std::vector<tidal::topo::RankBinding> bindings = rankBindings();
   for (auto& rank : ranks_) {
-    const int cpu = cpus[static_cast<size_t>(rank.index)];
+    const auto& binding = bindings[static_cast<size_t>(rank.index)];
     try {
-      spawn(rank, rankEnvironment(options_, identity_, rank.index, environ), cpu);
-    } catch (const std::system_error& e) {
+      spawn(rank, rankEnvironment(options_, identity_, rank.index, environ), binding);
+    } catch (const std::exception& e) {
       note("cannot start rank {}: {}", rank.index, e.what());
       fail(1);
       terminateAt_ = Clock::now();
       return;
     }
     if (options_.verbose) {
-      if (cpu >= 0) {
-        note("rank {}: pid {}, bound to CPU {}", rank.index, rank.pid, cpu);
+      if (!binding.cpus.empty()) {
+        note("rank {}: pid {}, bound to {}", rank.index, rank.pid, binding.what);
       } else {
         note("rank {}: pid {}", rank.index, rank.pid);
       }
@@ -143,25 +146,48 @@ void Job::startRanks() {
   }
 }
 
-std::vector<int> Job::rankCpus() const {
-  std::vector<int> bound(static_cast<size_t>(options_.nranks), -1);
-  if (options_.bind == Binding::None) return bound;
-  const std::vector<int> allowed = allowedCpus();
-  if (allowed.empty()) {
+std::vector<tidal::topo::RankBinding> Job::rankBindings() const {
+  using tidal::topo::BindPolicy;
+  const auto n = static_cast<size_t>(options_.nranks);
+  std::vector<tidal::topo::RankBinding> unbound(n);
+  if (options_.bind == BindPolicy::None) return unbound;
+  const auto allowed = tidal::topo::threadAffinity();
+  if (!allowed || allowed->empty()) {
     note("cannot read the CPUs tidalrun may run on ({}); ranks are not bound", ::strerror(errno));
-    return bound;
+    return unbound;
   }
-  for (size_t i = 0; i < bound.size(); ++i) bound[i] = allowed[i % allowed.size()];
-  if (options_.verbose && bound.size() > allowed.size()) {
-    note(
-        "{} ranks on {} allowed CPU(s): rank i gets the (i mod {})-th of them, so ranks "
-        "share CPUs",
-        bound.size(), allowed.size(), allowed.size());
+  BindPolicy policy = options_.bind.value_or(BindPolicy::Core);
+  tidal::topo::Topology topology;
+  if (policy != BindPolicy::Core || !options_.bind) {
+    adoptTopologySettings(options_);
+    try {
+      topology = tidal::topo::detectTopology(/*writeDump=*/false).topology;
+      if (!options_.bind) policy = tidal::topo::defaultBindPolicy(topology);
+    } catch (const tidal::Error& e) {
+      if (options_.bind) {
+        tidal::fail(e.code(), "--bind {} needs the topology: {}", bindPolicyName(policy), e.what());
+      }
+      note("cannot read the topology ({}); ranks are bound to one CPU each", e.what());
+    }
   }
-  return bound;
+  std::string gpuNote;
+  const auto gpus =
+      tidal::topo::gpusOfLocalRanks(topology, options_.nranks, cudaVisibleDevices(), &gpuNote);
+  if (policy == BindPolicy::Gpu && !gpuNote.empty()) note("{}", gpuNote);
+  if (options_.verbose) {
+    note("binding: {} over CPUs {}", bindPolicyName(policy), allowed->text());
+    if (policy == BindPolicy::Core && n > allowed->size()) {
+      note(
+          "{} ranks on {} allowed CPU(s): rank i gets the (i mod {})-th of them, so ranks "
+          "share CPUs",
+          n, allowed->size(), allowed->size());
+    }
+  }
+  return tidal::topo::planBindings(topology, policy, *allowed, gpus);
 }
 
-void Job::spawn(Rank& rank, const std::vector<std::string>& env, int cpu) {
+void Job::spawn(Rank& rank, const std::vector<std::string>& env,
+                const tidal::topo::RankBinding& binding) {
   int outPipe[2];
   int errPipe[2];
   if (::pipe2(outPipe, O_CLOEXEC) != 0) {
@@ -184,18 +210,10 @@ void Job::spawn(Rank& rank, const std::vector<std::string>& env, int cpu) {
   const std::string execError =
       fmt::format("tidalrun: rank {}: cannot execute '{}': ", rank.index, options_.command[0]);
   const pid_t parent = ::getpid();
-  std::unique_ptr<cpu_set_t, void (*)(cpu_set_t*)> cpuSet(nullptr,
-                                                          [](cpu_set_t* set) { CPU_FREE(set); });
-  size_t cpuSetBytes = 0;
-  if (cpu >= 0) {
-    cpuSet.reset(CPU_ALLOC(static_cast<size_t>(cpu) + 1));
-    if (!cpuSet) throw std::system_error(ENOMEM, std::generic_category(), "CPU_ALLOC");
-    cpuSetBytes = CPU_ALLOC_SIZE(static_cast<size_t>(cpu) + 1);
-    CPU_ZERO_S(cpuSetBytes, cpuSet.get());
-    CPU_SET_S(static_cast<size_t>(cpu), cpuSetBytes, cpuSet.get());
-  }
+  std::optional<tidal::topo::AffinityMask> mask;
+  if (!binding.cpus.empty()) mask.emplace(binding.cpus);
   const std::string bindError =
-      fmt::format("tidalrun: rank {}: cannot bind to CPU {}: ", rank.index, cpu);
+      fmt::format("tidalrun: rank {}: cannot bind to {}: ", rank.index, binding.what);
 
   const pid_t pid = ::fork();
   if (pid < 0) throw std::system_error(errno, std::generic_category(), "fork");
@@ -208,9 +226,11 @@ void Job::spawn(Rank& rank, const std::vector<std::string>& env, int cpu) {
     ::dup2(errWrite.get(), STDERR_FILENO);
     ::setrlimit(RLIMIT_NOFILE, &originalFileLimit_);
     ::sigprocmask(SIG_SETMASK, &originalMask_, nullptr);
-    if (cpuSet && ::sched_setaffinity(0, cpuSetBytes, cpuSet.get()) != 0) {
+    if (mask) {
       // Not fatal: the rank runs, unbound, and the user learns why.
-      writeAll(STDERR_FILENO, bindError + ::strerror(errno) + "\n");
+      if (const int err = mask->apply(); err != 0) {
+        writeAll(STDERR_FILENO, bindError + ::strerror(err) + "\n");
+      }
     }
     ::execvpe(argv[0], argv.data(), envp.data());
     const int err = errno;
@@ -234,6 +254,9 @@ int Job::run() {
     setUpSignals();
     startRanks();
   } catch (const std::system_error& e) {
+    note("{}", e.what());
+    return 1;
+  } catch (const tidal::Error& e) {
     note("{}", e.what());
     return 1;
   }

@@ -13,10 +13,15 @@
 //    --abort-grace seconds to finish (they usually fail on their own once a peer
 //    is gone), then SIGTERM, then SIGKILL after --kill-grace seconds.
 //  - --timeout: SIGTERM (then SIGKILL) to all, exit status 124.
-//  - --bind core (the default): before exec, rank i is bound to the i-th CPU
-//    of the set tidalrun itself may run on (its affinity, which taskset and
-//    cgroup cpusets narrow), modulo that set's size; --bind none leaves the
-//    ranks on tidalrun's whole set.
+//  - --bind: before exec, each rank is bound inside the set tidalrun itself
+//    may run on (its affinity, which taskset and cgroup cpusets narrow):
+//    core gives rank i the i-th CPU of it (modulo its size), numa a NUMA
+//    node's CPUs, gpu the CPUs near the rank's GPU (topology/binding.h has
+//    the rules); the default is gpu where the topology lists GPUs, else
+//    core. --bind none leaves the ranks on tidalrun's whole set. The
+//    topology is read as the ranks would read it (TIDAL_TOPO_FILE, else
+//    TIDAL_TOPO_SYSFS, -x settings included); one that cannot be read is an
+//    error for --bind numa|gpu and means core for the default.
 // Exit status: the first failure observed (exit code, or 128+S for signal S),
 // 124 for a timeout, 128+S when tidalrun itself was signalled but every rank
 // exited 0, else 0.
@@ -35,6 +40,7 @@
 #include "tidalrun/options.h"
 #include "tidalrun/output.h"
 #include "tidalrun/unique_fd.h"
+#include "topology/binding.h"
 
 struct signalfd_siginfo;
 
@@ -67,10 +73,12 @@ class Job {
 
   void setUpSignals();
   void startRanks();
-  // cpu >= 0: bind the child to that CPU before exec.
-  void spawn(Rank& rank, const std::vector<std::string>& env, int cpu);
-  // The CPU each rank is bound to (-1: not bound), from tidalrun's own set.
-  std::vector<int> rankCpus() const;
+  // A non-empty `binding`: bind the child to its CPUs before exec.
+  void spawn(Rank& rank, const std::vector<std::string>& env,
+             const tidal::topo::RankBinding& binding);
+  // The CPUs each rank is bound to (empty: not bound), from tidalrun's own
+  // set. Throws tidal::Error when --bind numa|gpu cannot read the topology.
+  std::vector<tidal::topo::RankBinding> rankBindings() const;
   void handleSignal(const signalfd_siginfo& info);
   void reap();
   void rankExited(Rank& rank, int status);

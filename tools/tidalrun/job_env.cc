@@ -77,6 +77,8 @@ std::vector<std::string> rankEnvironment(const Options& options, const JobIdenti
   env["TIDAL_RANK"] = r;
   env["TIDAL_NRANKS"] = n;
   env["TIDAL_SECRET"] = job.secret;
+  // --bind none: the library must not bind at init either.
+  if (options.bind == tidal::topo::BindPolicy::None) env["TIDAL_BIND"] = "none";
   for (const auto& [name, value] : options.extraEnv) env[name] = value;
 
   std::vector<std::string> out;

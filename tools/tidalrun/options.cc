@@ -95,12 +95,14 @@ std::optional<Options> parseOptions(int argc, char** argv, int& exitCode) {
   app.add_option("--port", o.port, "Rendezvous port on 127.0.0.1 (default: a free one)")
       ->type_name("PORT")
       ->check(CLI::Range(1, 65535).description(""));
-  std::string bind = "core";
-  app.add_option("--bind", bind,
-                 "Bind each rank to one CPU of tidalrun's own set (core, the default) or not "
-                 "(none)")
-      ->type_name("none|core")
-      ->capture_default_str();
+  std::string bind;
+  CLI::Option* bindOption =
+      app.add_option("--bind", bind,
+                     "Where each rank runs, inside tidalrun's CPUs: core (one CPU each), numa "
+                     "(one NUMA node's CPUs, ranks spread over the nodes), gpu (its GPU's CPUs; "
+                     "core without a GPU) or none (and TIDAL_BIND=none for the library). Default: "
+                     "gpu on a host with GPUs, else core. Rules: docs/topology.md")
+          ->type_name("none|core|numa|gpu");
   app.add_flag("-v,--verbose", o.verbose, "Report the rendezvous and each rank's pid on stderr");
   // Everything from the first positional on is the program and its arguments.
   app.prefix_command();
@@ -142,16 +144,12 @@ std::optional<Options> parseOptions(int argc, char** argv, int& exitCode) {
       return std::nullopt;
     }
   }
-  if (bind == "none") {
-    o.bind = Binding::None;
-  } else if (bind == "core") {
-    o.bind = Binding::Core;
-  } else if (bind == "numa" || bind == "gpu") {
-    exitCode = usageError("--bind " + bind + " is not supported yet (use core or none)");
-    return std::nullopt;
-  } else {
-    exitCode = usageError("--bind expects none or core, got '" + bind + "'");
-    return std::nullopt;
+  if (bindOption->count() > 0) {
+    o.bind = tidal::topo::parseBindPolicy(bind);
+    if (!o.bind) {
+      exitCode = usageError("--bind expects none, core, numa or gpu, got '" + bind + "'");
+      return std::nullopt;
+    }
   }
   for (const auto& text : extraEnv) {
     std::pair<std::string, std::string> kv;

@@ -6,17 +6,15 @@
 #include <utility>
 #include <vector>
 
-namespace tidalrun {
+#include "topology/binding.h"
 
-// Where each rank may run (--bind).
-enum class Binding {
-  None,  // inherit tidalrun's CPU set
-  Core,  // local rank i: the i-th CPU tidalrun may run on (modulo their count)
-};
+namespace tidalrun {
 
 struct Options {
   int nranks = 0;
-  Binding bind = Binding::Core;
+  // Where each rank may run (--bind, rules in topology/binding.h); nullopt:
+  // gpu on a host whose topology lists GPUs, core elsewhere.
+  std::optional<tidal::topo::BindPolicy> bind;
   bool tagOutput = false;
   bool verbose = false;
   // -x NAME=VALUE, in command-line order; applied after tidalrun's own variables

@@ -82,11 +82,25 @@ const char* GpuDirect::modeName() const {
   return "off";
 }
 
-GpuDirect GpuDirect::detect(const VerbsApi& api, const std::string& setting, int rank) {
+GpuDirect GpuDirect::detect(const VerbsApi& api, const std::string& setting, int rank,
+                            const std::optional<GdrDistance>& distance) {
   if (setting != "auto" && setting != "0" && setting != "1") {
     fail(tidalInvalidArgument, "rank {}: TIDAL_GDR='{}' is not auto, 0 or 1", rank, setting);
   }
   if (setting == "0") return GpuDirect(api, Mode::Off, "TIDAL_GDR=0", nullptr);
+  if (setting == "auto" && distance && !distance->allowed) {
+    return GpuDirect(api, Mode::Off,
+                     distance->reason + "; GPU buffers are staged through host memory", nullptr);
+  }
+  GpuDirect g = probe(api, setting, rank);
+  if (distance && g.mode_ != Mode::Off) {
+    g.reason_ +=
+        distance->allowed ? "; " + distance->reason : "; TIDAL_GDR=1 overrides " + distance->reason;
+  }
+  return g;
+}
+
+GpuDirect GpuDirect::probe(const VerbsApi& api, const std::string& setting, int rank) {
   const CudaDriver& cuda = CudaDriver::get();
   std::string reason;
   if (!cuda.problem.empty()) {

@@ -10,6 +10,11 @@
 //   off      GPU buffers must be staged through pinned host memory by the
 //            caller (supports(MemoryKind::Cuda) is false).
 // TIDAL_GDR=0 forces off; TIDAL_GDR=1 makes "off" an error that says why.
+// With auto, the topology has the first word: when the rank's GPU and the NIC
+// are farther apart than TIDAL_NET_GDR_LEVEL (GdrDistance, from
+// topology/nic_choice.h), GDR stays off even where it would work, because
+// through the CPU's root complex staging is often faster. TIDAL_GDR=1
+// overrides the distance (and says so in the reason).
 //
 // The CUDA driver is dlopened (libcuda.so.1) like libibverbs, so nothing
 // here needs the CUDA toolkit to build, and a machine without a GPU simply
@@ -21,19 +26,28 @@
 #include <infiniband/verbs.h>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "transports/ib/verbs_api.h"
 
 namespace tidal::ib {
 
+// The topology's verdict for the rank's GPU and this NIC.
+struct GdrDistance {
+  bool allowed = true;
+  std::string reason;  // "GPU 0000:18:00.0 - mlx5_0:1: PHB is beyond TIDAL_NET_GDR_LEVEL=PXB"
+};
+
 class GpuDirect {
  public:
   enum class Mode { Off, DmaBuf, PeerMem };
 
-  // Detects what this process can use; `setting` is TIDAL_GDR (auto, 0, 1).
+  // Detects what this process can use; `setting` is TIDAL_GDR (auto, 0, 1),
+  // `distance` the topology's verdict (nullopt: none, e.g. no GPU in it).
   // Throws InvalidArgument for a bad setting, or for 1 when nothing works.
-  static GpuDirect detect(const VerbsApi& api, const std::string& setting, int rank);
+  static GpuDirect detect(const VerbsApi& api, const std::string& setting, int rank,
+                          const std::optional<GdrDistance>& distance = std::nullopt);
 
   Mode mode() const { return mode_; }
   // "off", "dmabuf", "peermem": the word in the per-peer INFO line.
@@ -47,6 +61,8 @@ class GpuDirect {
 
  private:
   struct CudaDriver;
+  // What the driver and verbs allow, whatever the distance.
+  static GpuDirect probe(const VerbsApi& api, const std::string& setting, int rank);
   GpuDirect(const VerbsApi& api, Mode mode, std::string reason, const CudaDriver* cuda)
       : api_(&api), mode_(mode), reason_(std::move(reason)), cuda_(cuda) {}
 

@@ -119,8 +119,9 @@ IbDevice::IbDevice(const VerbsApi& api, int rank, GpuDirect gpu)
 
 std::shared_ptr<IbDevice> IbDevice::open(const VerbsApi& api, const PortCandidate& port,
                                          const GidPolicy& policy, const std::string& gdrSetting,
-                                         int rank) {
-  std::shared_ptr<IbDevice> d(new IbDevice(api, rank, GpuDirect::detect(api, gdrSetting, rank)));
+                                         int rank, const std::optional<GdrDistance>& gdrDistance) {
+  std::shared_ptr<IbDevice> d(
+      new IbDevice(api, rank, GpuDirect::detect(api, gdrSetting, rank, gdrDistance)));
   d->name_ = port.device;
   d->port_ = port.port;
   d->ethernet_ = port.ethernet;

@@ -54,9 +54,11 @@ class IbDevice {
  public:
   // Opens `port` and picks its GID (RoCE) per `policy`. Throws
   // InvalidArgument for a bad GID choice, SystemError when verbs fail.
-  static std::shared_ptr<IbDevice> open(const VerbsApi& api, const PortCandidate& port,
-                                        const GidPolicy& policy, const std::string& gdrSetting,
-                                        int rank);
+  // `gdrDistance`: the topology's verdict on GDR for this port (gpu_direct.h).
+  static std::shared_ptr<IbDevice> open(
+      const VerbsApi& api, const PortCandidate& port, const GidPolicy& policy,
+      const std::string& gdrSetting, int rank,
+      const std::optional<GdrDistance>& gdrDistance = std::nullopt);
   ~IbDevice();
   IbDevice(const IbDevice&) = delete;
   IbDevice& operator=(const IbDevice&) = delete;

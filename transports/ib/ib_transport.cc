@@ -2,12 +2,10 @@
 
 #include <algorithm>
 
-#include "bootstrap/launcher_env.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/params.h"
-#include "topology/detect.h"
-#include "topology/report.h"
+#include "topology/placement.h"
 #include "transports/ib/ib_recv_connection.h"
 #include "transports/ib/ib_send_connection.h"
 
@@ -33,35 +31,22 @@ ConnectionGeometry geometryFromParams(int rank) {
   return g;
 }
 
-// The ports topology prefers for this process: the NICs nearest the GPU of
-// its local rank (local rank i uses GPU i). Empty, leaving rank mod ports,
-// when TIDAL_IB_HCA chose the ports (it overrides), when the launcher does
-// not say which local rank this is, or when the topology cannot be read.
-std::vector<std::string> topologyPreference(const HcaSpec& spec, int rank) {
-  auto settings = topo::choiceSettingsFromParams();  // a bad TIDAL_NET_GDR_LEVEL is an error
-  if (!spec.items.empty()) return {};
-  LaunchInfo launch;
-  try {
-    launch = detectLaunch();
-  } catch (const Error&) {
-    return {};  // initialised by explicit rank and id: no local rank to go by
-  }
-  if (launch.localRank < 0) return {};
-  try {
-    const auto detected = topo::detectTopology();
-    settings.localRanks = std::max(launch.localNranks, 0);
-    if (launch.localRank >= topo::effectiveLocalRanks(detected.topology, settings)) return {};
-    const auto choice = topo::chooseForRank(detected.topology, launch.localRank, settings);
-    auto shown = choice;
-    shown.warnings.clear();  // logged on their own, at WARN
-    for (const auto& w : choice.warnings) TIDAL_WARN(Net, "rank {}: {}", rank, w);
-    TIDAL_INFO(Net, "rank {}: topology from {}: local {}", rank, detected.source,
-               topo::choiceLine(shown));
-    return choice.nics;
-  } catch (const Error& e) {
-    TIDAL_WARN(Net, "rank {}: topology not used for the ib port: {}", rank, e.what());
-    return {};
-  }
+// The ports topology prefers for this rank: the NICs nearest its GPU, as
+// communicator init chose them (TransportContext::placement). Empty, leaving
+// rank mod ports, when TIDAL_IB_HCA chose the ports (it overrides) or there
+// is no placement.
+std::vector<std::string> topologyPreference(const HcaSpec& spec, const topo::Placement* placement) {
+  if (!spec.items.empty() || placement == nullptr) return {};
+  return placement->choice.nics;
+}
+
+// What TIDAL_NET_GDR_LEVEL says about GDR between the rank's GPU and `port`;
+// nullopt when the topology has no word (no GPU, or the port is not in it).
+std::optional<GdrDistance> gdrDistance(const topo::Placement* placement, const std::string& port) {
+  if (placement == nullptr) return std::nullopt;
+  const auto d = topo::gdrForNic(placement->topology, placement->choice, port, placement->gdrLevel);
+  if (!d) return std::nullopt;
+  return GdrDistance{d->on, d->reason};
 }
 
 }  // namespace
@@ -109,10 +94,12 @@ ConnectHandle IbTransport::listen() {
   }
   std::vector<std::string> usableNames;
   for (const auto& p : scan.usable) usableNames.push_back(fmt::format("{}:{}", p.device, p.port));
-  const PortCandidate& port =
-      scan.usable[pickPort(usableNames, topologyPreference(spec, ctx_.rank), ctx_.rank)];
+  const topo::Placement* placement = ctx_.placement.get();
+  const size_t picked = pickPort(usableNames, topologyPreference(spec, placement), ctx_.rank);
+  const PortCandidate& port = scan.usable[picked];
   try {
-    device_ = IbDevice::open(*api, port, policy, gdr, ctx_.rank);
+    device_ = IbDevice::open(*api, port, policy, gdr, ctx_.rank,
+                             gdrDistance(placement, usableNames[picked]));
   } catch (const Error& e) {
     // A GID choice the user asked for, or TIDAL_GDR=1, fails loudly; a
     // device that merely cannot be used falls back unless ib is forced.
