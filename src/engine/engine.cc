@@ -58,6 +58,8 @@ namespace {
 // See Run::endOfWait.
 constexpr auto kShortSleep = std::chrono::microseconds(100);
 constexpr auto kMinSpin = std::chrono::microseconds(50);
+// Idle rounds between clock reads while spinning.
+constexpr unsigned kRoundsPerClockRead = 16;
 // A sleep step of a plane whose completions have no descriptor.
 constexpr auto kSleepStep = std::chrono::microseconds(50);
 }  // namespace
@@ -109,8 +111,15 @@ class Engine::Run {
       moved |= completeRecvs();
       moved |= completeSends();
       if (moved) {
-        lastMove = Clock::now();
-        if (waited_) endOfWait(lastMove);
+        // The clock is read once per wait, not once per round: a round that
+        // moved bytes only marks the time as unknown, and the first idle
+        // round after it reads it (a clock read costs as much as a round).
+        if (waited_) {
+          lastMove = Clock::now();
+          endOfWait(lastMove);
+        } else {
+          lastMoveUnknown_ = true;
+        }
         continue;
       }
       waitForActivity(lastMove);
@@ -289,10 +298,24 @@ class Engine::Run {
     sleptAt_.reset();
   }
 
-  void waitForActivity(Clock::time_point lastMove) {
+  void waitForActivity(Clock::time_point& lastMove) {
+    // Spinning, the clock is read every kRoundsPerClockRead rounds only.
+    if (waited_ && spinning_ && ++idleRounds_ % kRoundsPerClockRead != 0) {
+      if (e_.options_.busyPoll) {
+        cpuRelax();
+      } else {
+        sched_yield();
+      }
+      return;
+    }
     waited_ = true;
     const auto now = Clock::now();
-    if (now - lastMove < e_.spin_) {
+    if (lastMoveUnknown_) {
+      lastMove = now;
+      lastMoveUnknown_ = false;
+    }
+    spinning_ = now - lastMove < e_.spin_;
+    if (spinning_) {
       if (e_.options_.busyPoll) {
         // The ranks fit the CPUs: watch memory, never yield. A yield costs a
         // system call, and when other work is runnable the scheduler gives
@@ -347,7 +370,10 @@ class Engine::Run {
   size_t nextRecvPost_ = 0, recvsDone_ = 0;
   size_t nextCopy_ = 0;  // next of Schedule::recvCopies
   int freeSlots_ = 0, nextSlot_ = 0;
-  bool waited_ = false;                       // waitForActivity ran since the last move
+  bool waited_ = false;           // waitForActivity ran since the last move
+  bool spinning_ = false;         // the last clock read was within the spin
+  bool lastMoveUnknown_ = false;  // a round moved since lastMove was read
+  unsigned idleRounds_ = 0;
   std::optional<Clock::time_point> sleptAt_;  // this wait's first sleep
 };
 

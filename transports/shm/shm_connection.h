@@ -111,6 +111,7 @@ class ShmConnection final : public Connection {
   // Set by addPollFds when it raised our sleeping flag.
   mutable bool asleep_ = false;
   Clock::time_point lastPeerCheck_{};
+  unsigned idleCalls_ = 0;  // progress() calls that moved nothing
   std::atomic<bool> aborted_{false};
 };
 
