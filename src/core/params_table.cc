@@ -60,6 +60,8 @@ const std::vector<Definition>& definitions() {
        "Queue pairs per ib connection; transfers of 64 KiB and more are striped across them."},
       {"TIDAL_IB_EAGER_BYTES", Kind::Int, "8192",
        "ib transfers up to this size go eagerly (no clear-to-send round trip); 0 disables."},
+      {"TIDAL_IB_MAX_RAILS", Kind::Int, "4",
+       "Most NICs one ib connection stripes over (1..4); 1 turns multi-rail off."},
       {"TIDAL_GDR", Kind::String, "auto",
        "GPUDirect RDMA: auto (dma-buf, else nvidia_peermem, else staging), 0 off, 1 required."},
       {"TIDAL_NET_GDR_LEVEL", Kind::String, "PXB",

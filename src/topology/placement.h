@@ -1,8 +1,9 @@
 // What communicator init decided about one rank's place on its host
 // (src/comm/rank_placement.h): its local rank, the topology it read, and the
 // topology's choice for it (GPU, NICs, class, GDR, CPU set). The transports
-// get it through TransportContext::placement: ib listens on one of the
-// chosen NICs and lets TIDAL_NET_GDR_LEVEL turn GPUDirect RDMA off.
+// get it through TransportContext::placement: ib uses the chosen NICs
+// (striping over several) and lets TIDAL_NET_GDR_LEVEL turn GPUDirect RDMA
+// off.
 #pragma once
 
 #include <string>

@@ -11,13 +11,7 @@ ulimit -l unlimited
 echo "[guest] up after $(cut -d' ' -f1 /proc/uptime) s, $(nproc) CPUs, kernel $(uname -r)"
 for m in rdma_rxe ib_uverbs dummy; do modprobe "$m" || echo "[guest] modprobe $m failed"; done
 ip link set lo up
-ip link add rxed0 type dummy && ip addr add 10.77.0.1/24 dev rxed0 && ip link set rxed0 up
-rdma link add rxe0 type rxe netdev rxed0 || echo "[guest] rdma link add failed"
-for i in $(seq 1 40); do
-  grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state 2>/dev/null && break
-  sleep 0.25
-done
-if grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state 2>/dev/null; then
+if /tidal/guest_add_rxe.sh rxe0 rxed0 10.77.0.1/24; then
   echo "[guest] rxe0 ACTIVE on rxed0 (10.77.0.1) after $(cut -d' ' -f1 /proc/uptime) s"
   /tidal/guest_tests.sh
   rc=$?

@@ -1,5 +1,6 @@
-// The ib transport's decisions that need no device: port selection
-// (TIDAL_IB_HCA), GID choice over a GID table laid out like sysfs,
+// The ib transport's decisions that need no device: port and rail selection
+// (TIDAL_IB_HCA, topology), multi-rail striping and completion order, the
+// handle's rail list, GID choice over a GID table laid out like sysfs,
 // address ranges, sequence widening; and, on a machine without an active
 // RDMA port (CI), that TIDAL_NET=ib fails fast with a clear error while the
 // default choice falls back to the other transports.
@@ -20,7 +21,9 @@
 #include "transports/ib/gpu_direct.h"
 #include "transports/ib/hw_counters.h"
 #include "transports/ib/ib_device.h"
+#include "transports/ib/ib_rails_connection.h"
 #include "transports/ib/protocol.h"
+#include "transports/ib/rail_striping.h"
 #include "transports/ib/verbs_api.h"
 
 namespace tidal::ib {
@@ -72,6 +75,162 @@ TEST(PortChoice, TopologyPreferenceFirstElseRankModPorts) {
   EXPECT_EQ(pickPort(usable, {"mlx5_1:1", "mlx5_3:1"}, 1), 3u);
   EXPECT_EQ(pickPort(usable, {"eth0"}, 5), 1u) << "nothing preferred is usable: rank mod ports";
   EXPECT_EQ(pickPort(usable, {}, 2), 2u);
+}
+
+TEST(RailChoice, SeveralOnlyWhereMeantForThisRankElseOnePortAsBefore) {
+  const std::vector<std::string> usable = {"mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_3:1"};
+  using V = std::vector<size_t>;
+  // The topology's nearest NICs for this rank: all of them.
+  EXPECT_EQ(pickRails(usable, {{"mlx5_1:1", "mlx5_3:1"}, true, false}, 5, 4), (V{1, 3}));
+  EXPECT_EQ(pickRails(usable, {{"mlx5_1:1", "eth0"}, true, false}, 5, 4), (V{1}));
+  // Every NIC because nothing restricted it: one port, as pickPort.
+  EXPECT_EQ(pickRails(usable, {usable, false, false}, 5, 4), (V{1}));
+  EXPECT_EQ(pickRails(usable, {}, 2, 4), (V{2}));
+  // TIDAL_IB_HCA's list: every usable port it selected.
+  EXPECT_EQ(pickRails(usable, {{}, false, true}, 3, 4), (V{0, 1, 2, 3}));
+  // More than TIDAL_IB_MAX_RAILS: a window per rank, in NIC order.
+  EXPECT_EQ(pickRails(usable, {{}, false, true}, 0, 2), (V{0, 1}));
+  EXPECT_EQ(pickRails(usable, {{}, false, true}, 1, 2), (V{2, 3}));
+  EXPECT_EQ(pickRails(usable, {{}, false, true}, 1, 3), (V{0, 1, 3})) << "3, 0, 1 wrapped";
+  // TIDAL_IB_MAX_RAILS=1: exactly the old choice.
+  EXPECT_EQ(pickRails(usable, {{}, false, true}, 3, 1), (V{3}));
+  EXPECT_EQ(pickRails(usable, {{"mlx5_1:1", "mlx5_3:1"}, true, false}, 1, 1), (V{3}));
+}
+
+TEST(RailStriping, LargeTransfersSplitOverEveryRailSmallOnesRotate) {
+  RailStriper one(1);
+  for (size_t bytes : {size_t{0}, size_t{8}, size_t{16} << 20}) {
+    const RailPlan p = one.plan(bytes);
+    ASSERT_EQ(p.count, 1u);
+    EXPECT_EQ(p.pieces[0].rail, 0u);
+    EXPECT_EQ(p.pieces[0].bytes, bytes);
+  }
+  RailStriper two(2);
+  for (uint32_t expect : {0u, 1u, 0u, 1u}) {  // whole transfers take turns
+    const RailPlan p = two.plan(2 * kRailPieceMinBytes - 1);
+    ASSERT_EQ(p.count, 1u);
+    EXPECT_EQ(p.pieces[0].rail, expect);
+    EXPECT_EQ(p.pieces[0].offset, 0u);
+  }
+  for (uint32_t rails = 2; rails <= kMaxRails; ++rails) {
+    RailStriper s(rails);
+    for (size_t bytes : {rails * kRailPieceMinBytes, rails * kRailPieceMinBytes + 1,
+                         size_t{(1u << 20) + 5}, size_t{3} << 20, size_t{512 * 1024 + 12}}) {
+      if (bytes < rails * kRailPieceMinBytes) continue;
+      const RailPlan p = s.plan(bytes);
+      ASSERT_EQ(p.count, rails) << bytes << " bytes over " << rails;
+      size_t next = 0;
+      for (uint32_t i = 0; i < p.count; ++i) {
+        EXPECT_EQ(p.pieces[i].rail, i);
+        EXPECT_EQ(p.pieces[i].offset, next) << "pieces cover the transfer in order";
+        EXPECT_EQ(p.pieces[i].offset % kRailPieceAlign, 0u);
+        EXPECT_GT(p.pieces[i].bytes, 0u);
+        next += p.pieces[i].bytes;
+      }
+      EXPECT_EQ(next, bytes);
+    }
+  }
+}
+
+// A connection whose completions the test decides (completeUpTo).
+class ScriptedConnection final : public Connection {
+ public:
+  struct Script {
+    std::vector<std::pair<const char*, size_t>> posts;
+    uint64_t completeUpTo = 0;
+  };
+  explicit ScriptedConnection(std::shared_ptr<Script> script) : script_(std::move(script)) {}
+  int peer() const override { return 7; }
+  void post(void* data, size_t bytes) override {
+    script_->posts.emplace_back(static_cast<const char*>(data), bytes);
+    ++posted_;
+  }
+  bool progress() override {
+    const uint64_t to = std::min(script_->completeUpTo, posted_);
+    const bool moved = to > completed_;
+    completed_ = std::max(completed_, to);
+    return moved;
+  }
+  uint64_t completed() const override { return completed_; }
+  uint64_t posted() const override { return posted_; }
+  void addPollFds(std::vector<pollfd>&) const override {}
+  void abort() override {}
+  std::string describe() const override { return "scripted"; }
+
+ private:
+  std::shared_ptr<Script> script_;
+  uint64_t posted_ = 0, completed_ = 0;
+};
+
+TEST(RailsConnection, TransfersCompleteInPostOrderWhicheverRailIsFaster) {
+  auto a = std::make_shared<ScriptedConnection::Script>();
+  auto b = std::make_shared<ScriptedConnection::Script>();
+  std::vector<std::unique_ptr<Connection>> rails;
+  rails.push_back(std::make_unique<ScriptedConnection>(a));
+  rails.push_back(std::make_unique<ScriptedConnection>(b));
+  IbRailsConnection c(std::move(rails), "two rails");
+  std::vector<char> buf(1 << 20);
+  c.post(buf.data(), 100);      // whole, rail 0
+  c.post(buf.data(), 200);      // whole, rail 1
+  c.post(buf.data(), 1 << 20);  // split: rail 0 [0, 512 KiB), rail 1 [512 KiB, 1 MiB)
+  c.post(buf.data() + 8, 300);  // whole, rail 0 again
+  ASSERT_EQ(a->posts.size(), 3u);
+  ASSERT_EQ(b->posts.size(), 2u);
+  EXPECT_EQ(a->posts[1].first, buf.data());
+  EXPECT_EQ(a->posts[1].second, size_t{512} << 10);
+  EXPECT_EQ(b->posts[1].first, buf.data() + (512 << 10));
+  EXPECT_EQ(b->posts[1].second, size_t{512} << 10);
+  EXPECT_EQ(a->posts[2].first, buf.data() + 8);
+  b->completeUpTo = 2;  // rail 1 has finished all of its pieces first
+  c.progress();
+  EXPECT_EQ(c.completed(), 0u) << "transfer 0 is still on rail 0";
+  a->completeUpTo = 1;
+  EXPECT_TRUE(c.progress());
+  EXPECT_EQ(c.completed(), 2u) << "transfers 0 and 1; 2 waits for its rail-0 piece";
+  a->completeUpTo = 3;
+  c.progress();
+  EXPECT_EQ(c.completed(), 4u);
+  EXPECT_EQ(c.posted(), 4u);
+  EXPECT_EQ(c.peer(), 7);
+  EXPECT_EQ(c.describe(), "two rails");
+}
+
+TEST(Protocol, HandleListsRailsAndHelloCarriesTheRail) {
+  ListenInfo info;
+  info.sideChannel = SocketAddress::parse("10.1.2.3:4000");
+  for (size_t r = 0; r < kMaxRails; ++r) {
+    RailAddress rail;
+    rail.name = r == 3 ? "a_very_long_device_name:1" : fmt::format("mlx5_{}:1", r);
+    rail.port.lid = static_cast<uint16_t>(10 + r);
+    rail.port.mtu = IBV_MTU_4096;
+    rail.port.gid[15] = static_cast<uint8_t>(r);
+    info.rails.push_back(rail);
+  }
+  const ConnectHandle h = encodeListenInfo(info);
+  EXPECT_LE(h.size(), kMaxConnectHandleBytes);
+  const ListenInfo back = decodeListenInfo(h, 0, 1);
+  ASSERT_EQ(back.rails.size(), kMaxRails);
+  EXPECT_EQ(back.rails[1].name, "mlx5_1:1");
+  EXPECT_EQ(back.rails[3].name, std::string("a_very_long_device_name:1").substr(0, 15));
+  EXPECT_EQ(back.rails[2].port.lid, 12);
+  EXPECT_EQ(back.rails[2].port.gid[15], 2);
+  info.rails.clear();
+  try {
+    decodeListenInfo(encodeListenInfo(info), 0, 1);
+    FAIL() << "a handle without rails was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("rank 0: ib handle of rank 1 lists 0 rails"));
+  }
+  Hello hello;
+  hello.fromRank = 2;
+  hello.toRank = 5;
+  hello.rail = {1, 2, 3};
+  const auto bytes = encodeHello(Secret{}, hello);
+  ASSERT_EQ(bytes.size(), sizeof(Secret) + kHelloBodyBytes);
+  const Hello decoded = decodeHello({bytes.begin() + sizeof(Secret), bytes.end()});
+  EXPECT_EQ(decoded.rail.index, 1u);
+  EXPECT_EQ(decoded.rail.count, 2u);
+  EXPECT_EQ(decoded.rail.offered, 3u);
 }
 
 // A port directory laid out like /sys/class/infiniband/DEV/ports/P.
@@ -268,8 +427,8 @@ TEST(IbSettings, OutOfRangeValuesAreErrorsNamingTheVariable) {
   for (const Case& c :
        {Case{"TIDAL_IB_QPS_PER_CONNECTION", "0"}, Case{"TIDAL_IB_QPS_PER_CONNECTION", "17"},
         Case{"TIDAL_IB_EAGER_BYTES", "70000"}, Case{"TIDAL_IB_SL", "16"},
-        Case{"TIDAL_IB_TC", "256"}, Case{"TIDAL_IB_TIMEOUT", "0"},
-        Case{"TIDAL_IB_RETRY_CNT", "8"}}) {
+        Case{"TIDAL_IB_TC", "256"}, Case{"TIDAL_IB_TIMEOUT", "0"}, Case{"TIDAL_IB_RETRY_CNT", "8"},
+        Case{"TIDAL_IB_MAX_RAILS", "0"}, Case{"TIDAL_IB_MAX_RAILS", "5"}}) {
     test::ScopedEnv env(c.name, c.value);
     try {
       createTransport("ib", {2, 4, Secret{}});

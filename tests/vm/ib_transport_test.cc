@@ -6,7 +6,8 @@
 // striping over several QPs, the registration cache (hits inside a call,
 // retirement between calls, and a freed-and-remapped buffer whose new
 // contents must travel, not the old pages), size mismatches, abort, and
-// the GPUDirect flush read on the loopback QP.
+// the GPUDirect flush read on the loopback QP; and, where there are two
+// ports, multi-rail connections (both rails, and the fallback to one).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include "../unit/scoped_env.h"
@@ -51,15 +53,25 @@ void drain(Connection& a, Connection& b) {
   }
 }
 
-// Rank 0 sends to rank 1 over one ib connection.
+// Listens with TIDAL_IB_HCA set to `hca` (left as it is when nullopt).
+ConnectHandle listenWith(IbTransport& t, const std::optional<std::string>& hca) {
+  std::optional<test::ScopedEnv> env;
+  if (hca) env.emplace("TIDAL_IB_HCA", hca->c_str());
+  return t.listen();
+}
+
+// Rank 0 sends to rank 1 over one ib connection; each rank's ports may be
+// chosen by its own TIDAL_IB_HCA.
 struct Pair {
   std::unique_ptr<IbTransport> t0, t1;
+  ConnectHandle h0, h1;
   std::unique_ptr<Connection> send, recv;
-  Pair() {
+  explicit Pair(const std::optional<std::string>& hca0 = std::nullopt,
+                const std::optional<std::string>& hca1 = std::nullopt) {
     t0 = std::make_unique<IbTransport>(TransportContext{0, 2, secretOf(3)});
     t1 = std::make_unique<IbTransport>(TransportContext{1, 2, secretOf(3)});
-    t0->listen();
-    const ConnectHandle h1 = t1->listen();
+    h0 = listenWith(*t0, hca0);
+    h1 = listenWith(*t1, hca1);
     const Deadline d = deadlineFromNow();
     send = t0->connectSend(1, h1, d);
     recv = t1->acceptRecv(0, d);
@@ -86,11 +98,11 @@ TEST(IbTransport, ChoosesARoceV2Ipv4GidOnEthernetPorts) {
 
 class Sizes : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(Sizes, EverySizeClassArrivesIntactAndInOrder) {
-  REQUIRE_DEVICE();
-  test::ScopedEnv qps("TIDAL_IB_QPS_PER_CONNECTION", GetParam());
-  Pair p;
-  const std::vector<size_t> sizes = {0, 1, 200, 8192, 8193, 65536, (1u << 20) + 5, 3u << 20};
+// Every size class, eager and clear-to-send, striped or not, both orders of
+// posting; the received bytes must be the sent ones.
+void exchangeEverySizeClass(Connection& send, Connection& recv) {
+  const std::vector<size_t> sizes = {
+      0, 1, 200, 8192, 8193, 65536, 262144, (1u << 20) + 5, 3u << 20, 300000, (1u << 18) + 1};
   std::vector<std::vector<uint8_t>> out, in;
   for (size_t i = 0; i < sizes.size(); ++i) {
     out.push_back(pattern(sizes[i], static_cast<uint8_t>(i)));
@@ -100,15 +112,33 @@ TEST_P(Sizes, EverySizeClassArrivesIntactAndInOrder) {
   // may arrive before its receive is posted.
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (i % 2) {
-      p.send->post(out[i].data(), sizes[i]);
-      p.recv->post(in[i].data(), sizes[i]);
+      send.post(out[i].data(), sizes[i]);
+      recv.post(in[i].data(), sizes[i]);
     } else {
-      p.recv->post(in[i].data(), sizes[i]);
-      p.send->post(out[i].data(), sizes[i]);
+      recv.post(in[i].data(), sizes[i]);
+      send.post(out[i].data(), sizes[i]);
     }
   }
-  drain(*p.send, *p.recv);
+  drain(send, recv);
   for (size_t i = 0; i < sizes.size(); ++i) EXPECT_EQ(in[i], out[i]) << "transfer " << i;
+}
+
+// More small transfers than the eager ring has slots: credits must cycle.
+void exchangeManySmall(Connection& send, Connection& recv) {
+  constexpr int kCount = 200;  // > 10 times the ring
+  std::vector<uint32_t> out(kCount), in(kCount, 0);
+  std::iota(out.begin(), out.end(), 1000u);
+  for (int i = 0; i < kCount; ++i) send.post(&out[i], sizeof(uint32_t));
+  for (int i = 0; i < kCount; ++i) recv.post(&in[i], sizeof(uint32_t));
+  drain(send, recv);
+  EXPECT_EQ(in, out);
+}
+
+TEST_P(Sizes, EverySizeClassArrivesIntactAndInOrder) {
+  REQUIRE_DEVICE();
+  test::ScopedEnv qps("TIDAL_IB_QPS_PER_CONNECTION", GetParam());
+  Pair p;
+  exchangeEverySizeClass(*p.send, *p.recv);
   EXPECT_THAT(p.send->describe(), HasSubstr(std::string(GetParam()) + " QP"));
 }
 
@@ -117,13 +147,7 @@ INSTANTIATE_TEST_SUITE_P(QpsPerConnection, Sizes, ::testing::Values("1", "3"));
 TEST(IbTransport, ManySmallTransfersCycleTheEagerRingThroughCredits) {
   REQUIRE_DEVICE();
   Pair p;
-  constexpr int kCount = 200;  // > 10 times the ring
-  std::vector<uint32_t> out(kCount), in(kCount, 0);
-  std::iota(out.begin(), out.end(), 1000u);
-  for (int i = 0; i < kCount; ++i) p.send->post(&out[i], sizeof(uint32_t));
-  for (int i = 0; i < kCount; ++i) p.recv->post(&in[i], sizeof(uint32_t));
-  drain(*p.send, *p.recv);
-  EXPECT_EQ(in, out);
+  exchangeManySmall(*p.send, *p.recv);
 }
 
 TEST(RegistrationCache, ChunksOfOneBufferHitAndIdleRetires) {
@@ -288,6 +312,107 @@ TEST(AsyncEvents, PortDownFailsAWaitingConnectionWithTheEvent) {
   EXPECT_THAT(error, HasSubstr(p.t1->device()->api().eventTypeStr(IBV_EVENT_PORT_ERR)));
   EXPECT_THAT(error, HasSubstr(device));
   EXPECT_THAT(error, HasSubstr(fmt::format("port {}", port)));
+}
+
+}  // namespace
+}  // namespace tidal::ib
+
+namespace tidal::ib {
+namespace {
+
+// The first two active ports as TIDAL_IB_HCA spells them ("=rxe0:1" and
+// "=rxe0:1,rxe1:1"), or nothing where there are fewer than two.
+struct TwoPorts {
+  std::string first, both;
+  std::vector<std::string> names;  // device names, for sysfs
+  std::vector<int> ports;
+};
+std::optional<TwoPorts> twoPorts() {
+  std::string why;
+  const VerbsApi* api = VerbsApi::load(&why);
+  if (api == nullptr) return std::nullopt;
+  const PortScan scan = scanPorts(*api, HcaSpec{});
+  if (scan.usable.size() < 2) return std::nullopt;
+  TwoPorts t;
+  for (size_t i = 0; i < 2; ++i) {
+    t.names.push_back(scan.usable[i].device);
+    t.ports.push_back(scan.usable[i].port);
+  }
+  t.first = fmt::format("={}:{}", t.names[0], t.ports[0]);
+  t.both = fmt::format("{},{}:{}", t.first, t.names[1], t.ports[1]);
+  return t;
+}
+
+// Packets a port has sent: rxe's hw_counters/sent_pkts, else the IB port
+// counter; nullopt where the port shows neither.
+std::optional<uint64_t> packetsSent(const std::string& device, int port) {
+  const std::string dir = sysfsPortDir(device, port);
+  const CounterSnapshot hw = readHwCounters(dir);
+  if (const auto it = hw.find("sent_pkts"); it != hw.end()) return it->second;
+  std::ifstream in(dir + "/counters/port_xmit_packets");
+  uint64_t v = 0;
+  if (in >> v) return v;
+  return std::nullopt;
+}
+
+#define REQUIRE_TWO_PORTS(var) \
+  const auto var = twoPorts(); \
+  if (!var) GTEST_SKIP() << "fewer than two active RDMA ports here"
+
+// Both ranks list both ports: every connection stripes over two rails, data
+// of every size class arrives intact and in order, and both ports carry it.
+TEST(MultiRail, EverySizeClassCrossesBothRailsIntactAndInOrder) {
+  REQUIRE_TWO_PORTS(two);
+  test::ScopedEnv eager("TIDAL_IB_EAGER_BYTES", "8192");
+  std::optional<uint64_t> before[2];
+  for (int r = 0; r < 2; ++r) before[r] = packetsSent(two->names[r], two->ports[r]);
+  {
+    Pair p(two->both, two->both);
+    EXPECT_EQ(p.t0->devices().size(), 2u);
+    EXPECT_THAT(p.send->describe(), HasSubstr("ib 2 rails ["));
+    EXPECT_THAT(p.recv->describe(), HasSubstr("ib 2 rails ["));
+    EXPECT_THAT(p.send->describe(), HasSubstr(two->names[1]));
+    exchangeEverySizeClass(*p.send, *p.recv);
+    exchangeManySmall(*p.send, *p.recv);
+    // Both directions between the same two ranks, as a ring of two has.
+    auto back = p.t1->connectSend(0, p.h0, deadlineFromNow());
+    auto backRecv = p.t0->acceptRecv(1, deadlineFromNow());
+    exchangeEverySizeClass(*back, *backRecv);
+  }
+  for (int r = 0; r < 2; ++r) {
+    const auto after = packetsSent(two->names[r], two->ports[r]);
+    if (!before[r] || !after) continue;  // no packet counter on this port
+    EXPECT_GT(*after - *before[r], 100u) << two->names[r] << " carried (almost) nothing";
+  }
+}
+
+// Rank 0 offers two NICs, rank 1 one: both directions use the common rail
+// (NIC 0 with NIC 0) and work as a plain connection.
+TEST(MultiRail, UnequalNicListsFallBackToTheRailsBothRanksHave) {
+  REQUIRE_TWO_PORTS(two);
+  Pair p(two->both, two->first);
+  EXPECT_EQ(p.t0->devices().size(), 2u);
+  EXPECT_EQ(p.t1->devices().size(), 1u);
+  EXPECT_THAT(p.send->describe(), ::testing::StartsWith("ib " + two->names[0]));
+  EXPECT_THAT(p.send->describe(), ::testing::Not(HasSubstr("rails")));
+  exchangeEverySizeClass(*p.send, *p.recv);
+  auto back = p.t1->connectSend(0, p.h0, deadlineFromNow());
+  auto backRecv = p.t0->acceptRecv(1, deadlineFromNow());
+  EXPECT_THAT(backRecv->describe(), ::testing::Not(HasSubstr("rails")));
+  exchangeEverySizeClass(*back, *backRecv);
+}
+
+// TIDAL_IB_MAX_RAILS=1 keeps the one-port choice even where two are listed.
+TEST(MultiRail, MaxRailsOneTurnsItOff) {
+  REQUIRE_TWO_PORTS(two);
+  test::ScopedEnv one("TIDAL_IB_MAX_RAILS", "1");
+  IbTransport t0(TransportContext{0, 2, secretOf(3)}), t1(TransportContext{1, 2, secretOf(3)});
+  listenWith(t0, two->both);
+  listenWith(t1, two->both);
+  ASSERT_EQ(t0.devices().size(), 1u);
+  ASSERT_EQ(t1.devices().size(), 1u);
+  EXPECT_EQ(t0.device()->name(), two->names[0]) << "rank 0: port 0 mod 2";
+  EXPECT_EQ(t1.device()->name(), two->names[1]) << "rank 1: port 1 mod 2";
 }
 
 }  // namespace

@@ -12,8 +12,9 @@
 # The binaries (and every library they need, including the dlopened
 # libibverbs and its rxe provider) are copied into an initramfs together
 # with busybox, kmod, iproute2's ip and rdma, and the kernel modules
-# rdma_rxe needs. The VM has no network device at all: its only interface
-# is a dummy one that rxe0 sits on, so no packet leaves it.
+# rdma_rxe needs. The VM has no network device at all: its only interfaces
+# are dummy ones, rxed0 under rxe0 and, for the multi-rail steps at the end
+# of guest_tests.sh, rxed1 under rxe1, so no packet leaves it.
 #
 # Exit status: 0 when every guest test passed, 1 when one failed or the VM
 # died, 77 (ctest SKIP_RETURN_CODE) when QEMU, a kernel with rdma_rxe, or a
@@ -84,7 +85,9 @@ cp /etc/libibverbs.d/rxe.driver "$ROOT/etc/libibverbs.d/"
 for bin in "$@"; do add_bin "$bin" "/tidal/bin/$(basename "$bin")"; done
 cp "${VM_GUEST_TESTS:-$HERE/guest_tests.sh}" "$ROOT/tidal/guest_tests.sh"
 cp "$HERE/guest_init.sh" "$ROOT/init"
-chmod +x "$ROOT/init" "$ROOT/tidal/guest_tests.sh"
+cp "$HERE/guest_add_rxe.sh" "$ROOT/tidal/guest_add_rxe.sh"
+cp "$HERE/two_rail_topology.txt" "$ROOT/tidal/two_rail_topology.txt"
+chmod +x "$ROOT/init" "$ROOT/tidal/guest_tests.sh" "$ROOT/tidal/guest_add_rxe.sh"
 printf '/lib/%s\n/usr/lib/%s\n' "$MA" "$MA" > "$ROOT/etc/ld.so.conf"
 ldconfig -r "$ROOT" 2>/dev/null || true
 echo 'root:x:0:0:root:/root:/bb/sh' > "$ROOT/etc/passwd"

@@ -90,6 +90,26 @@ size_t pickPort(const std::vector<std::string>& usable, const std::vector<std::s
   return pool.empty() ? r % usable.size() : pool[r % pool.size()];
 }
 
+std::vector<size_t> pickRails(const std::vector<std::string>& usable, const RailSource& source,
+                              int rank, size_t maxRails) {
+  std::vector<size_t> pool;
+  if (source.listed) {
+    for (size_t i = 0; i < usable.size(); ++i) pool.push_back(i);
+  } else if (source.nearest) {
+    for (size_t i = 0; i < usable.size(); ++i) {
+      const auto& p = source.preferred;
+      if (std::find(p.begin(), p.end(), usable[i]) != p.end()) pool.push_back(i);
+    }
+  }
+  if (pool.size() < 2 || maxRails < 2) return {pickPort(usable, source.preferred, rank)};
+  if (pool.size() <= maxRails) return pool;
+  std::vector<size_t> window;
+  const size_t start = static_cast<size_t>(rank) * maxRails;
+  for (size_t k = 0; k < maxRails; ++k) window.push_back(pool[(start + k) % pool.size()]);
+  std::sort(window.begin(), window.end());  // rails in NIC order, so index i means NIC i
+  return window;
+}
+
 bool GidEntry::empty() const {
   return std::all_of(raw.begin(), raw.end(), [](uint8_t b) { return b == 0; });
 }

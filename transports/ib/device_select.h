@@ -45,6 +45,26 @@ bool hcaMatches(const HcaSpec& spec, const std::string& device, int port);
 size_t pickPort(const std::vector<std::string>& usable, const std::vector<std::string>& preferred,
                 int rank);
 
+// Where a rank's candidate ports come from, for the choice of its rails.
+struct RailSource {
+  // The topology's NICs for this rank ("mlx5_0:1"); empty: none.
+  std::vector<std::string> preferred;
+  // True when `preferred` is this rank's own nearest set (the topology
+  // restricted it), false when it is every NIC (no restriction).
+  bool nearest = false;
+  // True when TIDAL_IB_HCA lists the ports to use (not a ^ exclusion).
+  bool listed = false;
+};
+
+// The ports a rank stripes its connections over (its rails), as indexes
+// into `usable` in its order. Several only where they are meant for this
+// rank: the topology's nearest NICs for it (those usable), or the usable
+// ports TIDAL_IB_HCA lists; at most `maxRails` of them, the window starting
+// at rank x maxRails (mod count) when there are more. Anything else, or
+// maxRails 1, gives the one port pickPort gives.
+std::vector<size_t> pickRails(const std::vector<std::string>& usable, const RailSource& source,
+                              int rank, size_t maxRails);
+
 struct GidEntry {
   int index = 0;
   std::array<uint8_t, 16> raw{};

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "transports/ib/ib_link.h"
@@ -23,14 +24,23 @@ class IbConnection : public Connection {
     if (completed_ < posted_) link().addPollFds(fds);
   }
   void abort() override { link().abort(); }
+  // "rxe0:1 RoCEv2 gid 1 mtu 1024 GDR off" and "1 QP, eager <= 8 KiB": the
+  // two halves of describe(), which a multi-rail connection joins per rail.
+  const std::string& pathDescription() const { return path_; }
+  const std::string& geometryDescription() const { return geometry_; }
 
  protected:
   explicit IbConnection(int peer) : peer_(peer) {}
+  void describeAs(std::string path, std::string geometry) {
+    path_ = std::move(path);
+    geometry_ = std::move(geometry);
+    description_ = "ib " + path_ + ", " + geometry_;
+  }
   virtual const IbLink& link() const = 0;
   virtual IbLink& link() = 0;
 
   int peer_;
-  std::string description_;
+  std::string description_, path_, geometry_;
   uint64_t posted_ = 0, completed_ = 0, bytesMoved_ = 0;
 };
 

@@ -29,7 +29,9 @@ IbRecvConnection::IbRecvConnection(std::shared_ptr<IbDevice> device, int selfRan
       fifoRkey_(hello.fifoRkey),
       ring_(size_t{hello.geometry.eagerSlots} * std::max<uint32_t>(hello.geometry.eagerBytes, 1)),
       ctsSource_(kFifoDepth),
-      link_(device, fmt::format("rank {}: ib connection from rank {}", selfRank, hello.fromRank),
+      link_(device,
+            fmt::format("rank {}: ib connection from rank {}{}", selfRank, hello.fromRank,
+                        railText(hello.rail, *device)),
             hello.geometry.nqps, receiverDepths(hello.geometry)),
       eagerLength_(hello.geometry.eagerSlots, 0) {
   ringReg_ = link_.pinOwned(ring_.data(), ring_.size());
@@ -45,7 +47,7 @@ IbRecvConnection::IbRecvConnection(std::shared_ptr<IbDevice> device, int selfRan
   wire::sendMessage(socket, wire::MsgType::IbReply, payload.data(), payload.size(), deadline,
                     fmt::format("{}: reply", link_.who()));
   link_.setSocket(std::move(socket));
-  description_ = connectionText(*device, pathMtu, geometry_);
+  describeAs(pathText(*device, pathMtu), geometryText(geometry_));
 }
 
 IbRecvConnection::~IbRecvConnection() {

@@ -28,24 +28,27 @@ IbLink::Depths senderDepths(const ConnectionGeometry& g) {
 }  // namespace
 
 IbSendConnection::IbSendConnection(std::shared_ptr<IbDevice> device, const TransportContext& ctx,
-                                   int peer, const ListenInfo& peerInfo,
+                                   int peer, const PortAddress& peerPort, RailSlot rail,
                                    ConnectionGeometry geometry, QpOptions options, Socket socket,
                                    Deadline deadline)
     : IbConnection(peer),
       geometry_(geometry),
       options_(options),
-      peerPort_(peerInfo.port),
-      pathMtu_(std::min(device->activeMtu(), peerInfo.port.mtu)),
+      peerPort_(peerPort),
+      pathMtu_(std::min(device->activeMtu(), peerPort.mtu)),
       setupDeadline_(deadline),
       fifo_(kFifoDepth),
       bounce_(size_t{geometry.eagerSlots} * std::max<uint32_t>(geometry.eagerBytes, 1)),
-      link_(device, fmt::format("rank {}: ib connection to rank {}", ctx.rank, peer), geometry.nqps,
-            senderDepths(geometry)) {
+      link_(device,
+            fmt::format("rank {}: ib connection to rank {}{}", ctx.rank, peer,
+                        railText(rail, *device)),
+            geometry.nqps, senderDepths(geometry)) {
   fifoReg_ = link_.pinOwned(fifo_.data(), fifo_.size() * sizeof(CtsEntry));
   bounceReg_ = link_.pinOwned(bounce_.data(), bounce_.size());
   Hello hello;
   hello.fromRank = ctx.rank;
   hello.toRank = peer;
+  hello.rail = rail;
   hello.geometry = geometry;
   hello.port = link_.localAddress();
   hello.fifoAddr = reinterpret_cast<uintptr_t>(fifo_.data());
@@ -55,7 +58,7 @@ IbSendConnection::IbSendConnection(std::shared_ptr<IbDevice> device, const Trans
   wire::sendMessage(socket, wire::MsgType::IbHello, payload.data(), payload.size(), deadline,
                     fmt::format("{}: hello", link_.who()));
   link_.setSocket(std::move(socket));
-  description_ = connectionText(*device, pathMtu_, geometry);
+  describeAs(pathText(*device, pathMtu_), geometryText(geometry));
 }
 
 IbSendConnection::~IbSendConnection() {

@@ -30,10 +30,11 @@ namespace tidal::ib {
 
 class IbSendConnection final : public IbConnection {
  public:
-  // `socket` is connected to the peer's side channel. Sends the hello.
+  // `socket` is connected to the peer's side channel; `peerPort` is the
+  // peer's port of this rail. Sends the hello.
   IbSendConnection(std::shared_ptr<IbDevice> device, const TransportContext& ctx, int peer,
-                   const ListenInfo& peerInfo, ConnectionGeometry geometry, QpOptions options,
-                   Socket socket, Deadline deadline);
+                   const PortAddress& peerPort, RailSlot rail, ConnectionGeometry geometry,
+                   QpOptions options, Socket socket, Deadline deadline);
   ~IbSendConnection() override;
 
   void post(void* data, size_t bytes) override;

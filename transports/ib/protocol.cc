@@ -11,7 +11,9 @@ namespace tidal::ib {
 namespace {
 
 constexpr uint32_t kHandleMagic = 0x54444942u;  // "TDIB"
-constexpr uint16_t kHandleVersion = 1;
+constexpr uint16_t kHandleVersion = 2;          // 2: a list of rails
+static_assert(8 + 24 + kMaxRails * (kPortAddressBytes + kRailNameBytes) <= kMaxConnectHandleBytes,
+              "the listen handle of kMaxRails rails must fit the bootstrap's handle slot");
 
 void writeU64(wire::Writer& w, uint64_t v) {
   w.u32(static_cast<uint32_t>(v));
@@ -64,13 +66,22 @@ std::vector<QpEndpoint> readQps(wire::Reader& r, uint32_t n) {
 
 }  // namespace
 
-std::string connectionText(const IbDevice& device, ibv_mtu pathMtu,
-                           const ConnectionGeometry& geometry) {
+std::string pathText(const IbDevice& device, ibv_mtu pathMtu) {
+  return fmt::format("{} mtu {} GDR {}", device.pathText(), mtuName(pathMtu),
+                     device.gpu().modeName());
+}
+
+std::string geometryText(const ConnectionGeometry& geometry) {
   const uint32_t eager = geometry.eagerBytes;
   return fmt::format(
-      "ib {} mtu {} GDR {}, {} QP{}, eager <= {}", device.pathText(), mtuName(pathMtu),
-      device.gpu().modeName(), geometry.nqps, geometry.nqps == 1 ? "" : "s",
+      "{} QP{}, eager <= {}", geometry.nqps, geometry.nqps == 1 ? "" : "s",
       eager % 1024 == 0 ? fmt::format("{} KiB", eager / 1024) : fmt::format("{} B", eager));
+}
+
+std::string railText(const RailSlot& rail, const IbDevice& device) {
+  if (rail.count <= 1) return {};
+  return fmt::format(" (rail {} of {}, {}:{})", rail.index, rail.count, device.name(),
+                     device.port());
 }
 
 ConnectHandle encodeListenInfo(const ListenInfo& info) {
@@ -78,9 +89,14 @@ ConnectHandle encodeListenInfo(const ListenInfo& info) {
   wire::Writer w(h);
   w.u32(kHandleMagic);
   w.u16(kHandleVersion);
-  w.u16(0);
+  w.u16(static_cast<uint16_t>(info.rails.size()));
   w.address(info.sideChannel);
-  writePort(w, info.port);
+  for (const RailAddress& rail : info.rails) {
+    writePort(w, rail.port);
+    char name[kRailNameBytes] = {};
+    rail.name.copy(name, kRailNameBytes - 1);
+    w.bytes(name, sizeof name);
+  }
   return h;
 }
 
@@ -91,10 +107,20 @@ ListenInfo decodeListenInfo(const ConnectHandle& handle, int selfRank, int peer)
     fail(tidalInvalidUsage, "{} is not a version {} ib handle (mixed Tidal versions?)", what,
          kHandleVersion);
   }
-  r.u16();
+  const uint16_t rails = r.u16();
+  if (rails < 1 || rails > kMaxRails) {
+    fail(tidalInvalidUsage, "{} lists {} rails (1..{} expected)", what, rails, kMaxRails);
+  }
   ListenInfo info;
   info.sideChannel = r.address();
-  info.port = readPort(r);
+  for (uint16_t i = 0; i < rails; ++i) {
+    RailAddress rail;
+    rail.port = readPort(r);
+    char name[kRailNameBytes] = {};
+    r.bytes(name, sizeof name);
+    rail.name.assign(name, strnlen(name, sizeof name - 1));
+    info.rails.push_back(rail);
+  }
   return info;
 }
 
@@ -110,7 +136,7 @@ std::vector<uint8_t> encodeHello(const Secret& secret, const Hello& h) {
   w.u32(h.fifoRkey);
   writePort(w, h.port);
   writeU64(w, h.fifoAddr);
-  w.u32(0);  // reserved
+  w.u32((h.rail.index & 0xff) | (h.rail.count & 0xff) << 8 | (h.rail.offered & 0xff) << 16);
   writeQps(w, h.qps);
   return out;
 }
@@ -126,7 +152,10 @@ Hello decodeHello(const std::vector<uint8_t>& body) {
   h.fifoRkey = r.u32();
   h.port = readPort(r);
   h.fifoAddr = readU64(r);
-  r.u32();
+  const uint32_t rail = r.u32();
+  h.rail.index = rail & 0xff;
+  h.rail.count = (rail >> 8) & 0xff;
+  h.rail.offered = (rail >> 16) & 0xff;
   const uint32_t n = std::min<uint32_t>(h.geometry.nqps, kMaxQpsPerConnection);
   h.qps = readQps(r, n);
   return h;

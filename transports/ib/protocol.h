@@ -1,7 +1,13 @@
 // What travels between the two ends of an ib connection.
 //
-// Set-up, over a TCP side channel to the address in the listen handle:
-//   sender -> receiver  IbHello: job secret, both ranks, the sender's QPs
+// The listen handle lists the rank's rails: the NICs (device:port, with
+// each port's address) it stripes its connections over, in NIC order.
+//
+// Set-up, over a TCP side channel to the address in the listen handle, once
+// per rail (rail i of this rank pairs with rail i of the peer, over the
+// first min(both counts) rails; see ib_rails_connection.h):
+//   sender -> receiver  IbHello: job secret, both ranks, the rail (index,
+//                       count used, count the sender offers), the sender's QPs
 //                       (QPN, PSN), port address (LID, GID, MTU), CTS FIFO
 //                       (address, rkey) and eager geometry;
 //   receiver -> sender  IbReply: the receiver's QPs, port address and eager
@@ -39,6 +45,10 @@
 namespace tidal::ib {
 
 inline constexpr int kMaxQpsPerConnection = 16;
+// NICs one rank stripes over; what fits the listen handle (kMaxConnectHandleBytes).
+inline constexpr size_t kMaxRails = 4;
+// A rail's name in the handle ("mlx5_0:1"), for log lines; longer ones are cut.
+inline constexpr size_t kRailNameBytes = 16;
 inline constexpr uint32_t kFifoDepth = 32;
 inline constexpr uint32_t kEagerSlots = 16;
 inline constexpr uint32_t kMaxEagerBytes = 64 * 1024;
@@ -69,11 +79,17 @@ struct CtsEntry {
 };
 static_assert(sizeof(CtsEntry) == 32);
 
-// The listen handle: how to reach this rank's ib side channel, and where
-// its port is. Empty when this rank offers no ib (no usable device).
+// One NIC a rank offers: its name for messages, and where its port is.
+struct RailAddress {
+  std::string name;  // "rxe0:1"
+  PortAddress port;
+};
+
+// The listen handle: how to reach this rank's ib side channel, and its
+// rails (1..kMaxRails). Empty when this rank offers no ib (no usable device).
 struct ListenInfo {
   SocketAddress sideChannel;
-  PortAddress port;
+  std::vector<RailAddress> rails;
 };
 ConnectHandle encodeListenInfo(const ListenInfo& info);
 ListenInfo decodeListenInfo(const ConnectHandle& handle, int selfRank, int peer);
@@ -84,13 +100,25 @@ struct ConnectionGeometry {
   uint32_t eagerSlots = kEagerSlots;
 };
 
-// "ib rxe0:1 RoCEv2 gid 1 mtu 1024 GDR off, 2 QPs, eager <= 8 KiB": the
-// per-peer INFO line and the connection's name in errors.
-std::string connectionText(const IbDevice& device, ibv_mtu pathMtu,
-                           const ConnectionGeometry& geometry);
+// "rxe0:1 RoCEv2 gid 1 mtu 1024 GDR off": one rail's path.
+std::string pathText(const IbDevice& device, ibv_mtu pathMtu);
+// "2 QPs, eager <= 8 KiB": what every rail of a connection shares.
+std::string geometryText(const ConnectionGeometry& geometry);
+
+// Which rail of a connection a hello sets up: rail `index` of `count`
+// (the NICs both ranks have), `offered` being how many the sender has.
+struct RailSlot {
+  uint32_t index = 0;
+  uint32_t count = 1;
+  uint32_t offered = 1;
+};
+
+// " (rail 1 of 2, rxe1:1)" in names of multi-rail connections; "" for one rail.
+std::string railText(const RailSlot& rail, const IbDevice& device);
 
 struct Hello {
   int32_t fromRank = 0, toRank = 0;
+  RailSlot rail;
   ConnectionGeometry geometry;
   PortAddress port;
   uint64_t fifoAddr = 0;

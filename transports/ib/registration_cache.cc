@@ -68,18 +68,29 @@ RegistrationCache::Entry* RegistrationCache::find(uintptr_t start, uintptr_t end
   return best;
 }
 
-ibv_mr* RegistrationCache::registerRange(uintptr_t start, uintptr_t end, bool writable) {
+ibv_mr* RegistrationCache::tryRegister(uintptr_t start, uintptr_t end, bool writable, int& err) {
   const int access = writable ? kRemoteAccess : IBV_ACCESS_REMOTE_READ;
   ibv_mr* mr = api_.regMr(pd_, reinterpret_cast<void*>(start), end - start, access);
   if (mr == nullptr) {
-    const int err = errno;
-    fail(tidalSystemError,
-         "{}: ibv_reg_mr of {} bytes at {:#x} failed: {}; the locked-memory limit (ulimit -l) "
-         "is {}: raise it (e.g. LimitMEMLOCK=infinity, or 'ulimit -l unlimited')",
-         where_, end - start, start, errnoText(err), memlockText());
+    err = errno;
+    return nullptr;
   }
   ++stats_.registrations;
   stats_.bytesRegistered += end - start;
+  return mr;
+}
+
+void RegistrationCache::registrationFailed(uintptr_t start, uintptr_t end, int err) const {
+  fail(tidalSystemError,
+       "{}: ibv_reg_mr of {} bytes at {:#x} failed: {}; the locked-memory limit (ulimit -l) "
+       "is {}: raise it (e.g. LimitMEMLOCK=infinity, or 'ulimit -l unlimited')",
+       where_, end - start, start, errnoText(err), memlockText());
+}
+
+ibv_mr* RegistrationCache::registerRange(uintptr_t start, uintptr_t end, bool writable) {
+  int err = 0;
+  ibv_mr* mr = tryRegister(start, end, writable, err);
+  if (mr == nullptr) registrationFailed(start, end, err);
   return mr;
 }
 
@@ -101,8 +112,19 @@ RegistrationCache::Entry* RegistrationCache::acquire(const void* p, size_t bytes
     e->writable = m.writable;
     e->start = std::max(m.start, start > widen ? start - widen : 0);
     e->end = std::min(m.end, end + widen);
+    int err = 0;
+    e->mr = tryRegister(e->start, e->end, e->writable, err);
+    if (e->mr == nullptr && err != EFAULT) registrationFailed(e->start, e->end, err);
+    if (e->mr == nullptr) {
+      // Part of the window is no longer mapped: the heap can shrink between
+      // reading /proc/self/maps and registering (malloc trims its top when
+      // a free leaves enough there: the free of that file's own buffer, or
+      // one in another thread). The request's own pages are live.
+      e->start = start;
+      e->end = end;
+    }
   }
-  e->mr = registerRange(e->start, e->end, e->writable);
+  if (e->mr == nullptr) e->mr = registerRange(e->start, e->end, e->writable);
   e->refs = 1;
   entries_.push_back(std::move(e));
   return entries_.back().get();

@@ -86,7 +86,10 @@ class RegistrationCache {
 
  private:
   Entry* find(uintptr_t start, uintptr_t end);
+  // Null with `err` set when ibv_reg_mr fails; registerRange throws instead.
+  ibv_mr* tryRegister(uintptr_t start, uintptr_t end, bool writable, int& err);
   ibv_mr* registerRange(uintptr_t start, uintptr_t end, bool writable);
+  [[noreturn]] void registrationFailed(uintptr_t start, uintptr_t end, int err) const;
   void destroy(Entry* entry);
 
   const VerbsApi& api_;
