@@ -81,12 +81,16 @@ bool DevicePath::viaIpc(int peer) const {
   return mine.ipc && theirs.ipc && std::strncmp(mine.hostId, theirs.hostId, kMaxHostIdBytes) == 0;
 }
 
-Connection& DevicePath::openSend(int peer, const char* what) {
-  if (auto it = sendTo_.find(peer); it != sendTo_.end()) return *it->second;
+void DevicePath::requireLink(int peer, const char* what) const {
   if (peer < 0 || peer >= nranks_ || !hostLinks_) {
     fail(tidalInternalError, "rank {}: {} on device buffers names rank {}, which has no link",
          rank_, what, peer);
   }
+}
+
+Connection& DevicePath::openSend(int peer, const char* what) {
+  if (auto it = sendTo_.find(peer); it != sendTo_.end()) return *it->second;
+  requireLink(peer, what);
   std::unique_ptr<Connection> c;
   if (viaIpc(peer)) {
     ConnectHandle h(sizeof(uint16_t));
@@ -104,10 +108,7 @@ Connection& DevicePath::openSend(int peer, const char* what) {
 
 Connection& DevicePath::openRecv(int peer, const char* what) {
   if (auto it = recvFrom_.find(peer); it != recvFrom_.end()) return *it->second;
-  if (peer < 0 || peer >= nranks_ || !hostLinks_) {
-    fail(tidalInternalError, "rank {}: {} on device buffers names rank {}, which has no link",
-         rank_, what, peer);
-  }
+  requireLink(peer, what);
   std::unique_ptr<Connection> c = viaIpc(peer) ? ipc_->acceptRecv(peer, deadlineFromNow())
                                                : std::make_unique<StagedRecvConnection>(
                                                      *device_, hostLinks_->openRecv(peer, what),

@@ -96,6 +96,8 @@ class DevicePath final : public LinkOpener {
   void connect(std::vector<Record> records, const DevicePathConfig& config,
                StreamEngine::FailureHandler onFailure);
   bool viaIpc(int peer) const;
+  // Throws InternalError when a schedule names a peer this path cannot reach.
+  void requireLink(int peer, const char* what) const;
 
   int rank_;
   int nranks_;

@@ -298,14 +298,25 @@ class Engine::Run {
     sleptAt_.reset();
   }
 
+  // One round of waiting without sleeping.
+  void spinOnce() const {
+    if (e_.options_.busyPoll) {
+      // The ranks fit the CPUs: watch memory, never yield. A yield costs a
+      // system call, and when other work is runnable the scheduler gives
+      // it our core for a whole time slice (milliseconds), which is what
+      // made small collectives take hundreds of microseconds beside a
+      // busy process (docs/architecture.md, "Spin on memory").
+      cpuRelax();
+    } else {
+      // More ranks than CPUs: the rank we wait for may need this very core.
+      sched_yield();
+    }
+  }
+
   void waitForActivity(Clock::time_point& lastMove) {
     // Spinning, the clock is read every kRoundsPerClockRead rounds only.
     if (waited_ && spinning_ && ++idleRounds_ % kRoundsPerClockRead != 0) {
-      if (e_.options_.busyPoll) {
-        cpuRelax();
-      } else {
-        sched_yield();
-      }
+      spinOnce();
       return;
     }
     waited_ = true;
@@ -316,17 +327,7 @@ class Engine::Run {
     }
     spinning_ = now - lastMove < e_.spin_;
     if (spinning_) {
-      if (e_.options_.busyPoll) {
-        // The ranks fit the CPUs: watch memory, never yield. A yield costs a
-        // system call, and when other work is runnable the scheduler gives
-        // it our core for a whole time slice (milliseconds), which is what
-        // made small collectives take hundreds of microseconds beside a
-        // busy process (docs/architecture.md, "Spin on memory").
-        cpuRelax();
-      } else {
-        // More ranks than CPUs: the rank we wait for may need this very core.
-        sched_yield();
-      }
+      spinOnce();
       return;
     }
     if (now - lastMove > e_.options_.timeout) timeout();
