@@ -59,7 +59,9 @@ void Links::exchange() {
            h.size());
     }
     mine->handles[i].length = static_cast<uint16_t>(h.size());
-    std::memcpy(mine->handles[i].bytes, h.data(), h.size());
+    // An empty handle (a transport that needs none) may have a null data():
+    // memcpy from null is undefined even for zero bytes (UBSan says so).
+    if (!h.empty()) std::memcpy(mine->handles[i].bytes, h.data(), h.size());
     transportOrder_.push_back(names[i]);
     transports_[names[i]] = std::move(t);
   }

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -91,9 +92,15 @@ int64_t getInt(std::string_view name) {
   const std::string text = trim(r.value);
   errno = 0;
   char* end = nullptr;
-  const long long v = std::strtoll(text.c_str(), &end, 0);
+  // Decimal, or hexadecimal with 0x (sizes are often written that way). Not
+  // strtoll's base 0: it reads "010" as octal 8, which no user means.
+  const bool hex = text.rfind("0x", 0) == 0 || text.rfind("0X", 0) == 0;
+  const long long v = std::strtoll(text.c_str(), &end, hex ? 16 : 10);
   if (text.empty() || errno != 0 || end == nullptr || *end != '\0') {
-    fail(tidalInvalidArgument, "{}='{}' (from {}) is not an integer", def.name, r.value, r.source);
+    fail(tidalInvalidArgument,
+         "{}='{}' (from {}) is not an integer in [{}, {}] (decimal, or hex with 0x)", def.name,
+         r.value, r.source, std::numeric_limits<long long>::min(),
+         std::numeric_limits<long long>::max());
   }
   return v;
 }

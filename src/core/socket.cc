@@ -26,10 +26,19 @@ namespace tidal {
 // ---------------------------------------------------------------------------
 // Deadlines
 
+namespace {
+constexpr int64_t kMaxTimeoutSeconds = 1'000'000'000;
+}  // namespace
+
 int64_t timeoutSeconds() {
   const int64_t seconds = params::getInt("TIDAL_TIMEOUT");
-  if (seconds <= 0) {
-    fail(tidalInvalidArgument, "TIDAL_TIMEOUT={} must be a positive number of seconds", seconds);
+  // The bound keeps every deadline representable: a steady_clock time point
+  // counts nanoseconds in 64 bits, so seconds beyond ~9.2e9 would overflow
+  // (and wrap to a deadline in the past: "timed out after 0 s").
+  if (seconds <= 0 || seconds > kMaxTimeoutSeconds) {
+    fail(tidalInvalidArgument,
+         "TIDAL_TIMEOUT={} must be a positive number of seconds, at most {} (about 31 years)",
+         seconds, kMaxTimeoutSeconds);
   }
   return seconds;
 }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -77,6 +78,34 @@ TEST(SocketAddress, RejectsMalformed) {
   for (const char* bad : {"nohost", "1.2.3.4:", "1.2.3.4:99999", "1.2.3.4:x1", "::1:5", "[::1]5",
                           ":80", "no-such-host.invalid:80"}) {
     EXPECT_EQ(codeOf([&] { SocketAddress::parse(bad); }), tidalInvalidArgument) << bad;
+  }
+}
+
+TEST(Timeout, DecimalOnlyAndBoundedSoDeadlinesCannotOverflow) {
+  {
+    // A leading zero is decimal, not octal (strtoll base 0 read it as 8).
+    ScopedEnv t("TIDAL_TIMEOUT", "010");
+    EXPECT_EQ(timeoutSeconds(), 10);
+  }
+  {
+    ScopedEnv t("TIDAL_TIMEOUT", "0x10");
+    EXPECT_EQ(timeoutSeconds(), 16);
+  }
+  {
+    ScopedEnv t("TIDAL_TIMEOUT", "1000000000");
+    EXPECT_EQ(timeoutSeconds(), 1000000000);
+    EXPECT_GT(deadlineFromNow(), Clock::now() + std::chrono::hours(24 * 365));
+  }
+  for (const char* bad : {"9999999999", "1000000001", "0", "-5", "0x", "12s", "08x"}) {
+    ScopedEnv t("TIDAL_TIMEOUT", bad);
+    std::string what;
+    try {
+      timeoutSeconds();
+    } catch (const Error& e) {
+      what = e.what();
+      EXPECT_EQ(e.code(), tidalInvalidArgument) << bad;
+    }
+    EXPECT_NE(what.find("TIDAL_TIMEOUT"), std::string::npos) << bad << ": " << what;
   }
 }
 
