@@ -17,5 +17,10 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/tidalConfig.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/tidalConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tidal)
 
+# The prefix is written relative to the .pc file's own place, so that
+# `cmake --install build --prefix P` (any P, chosen after configuring) gives a
+# tidal.pc that points into P.
+file(RELATIVE_PATH TIDAL_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
+string(REGEX REPLACE "/$" "" TIDAL_PC_TO_PREFIX "${TIDAL_PC_TO_PREFIX}")
 configure_file(cmake/tidal.pc.in ${CMAKE_CURRENT_BINARY_DIR}/tidal.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/tidal.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

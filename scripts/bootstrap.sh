@@ -18,6 +18,8 @@ PACKAGES=(
   # its Soft-RoCE VM test: Debian's kernel with rdma_rxe booted in QEMU.
   libibverbs-dev ibverbs-providers ibverbs-utils rdma-core
   qemu-system-x86 linux-image-amd64 busybox-static kmod cpio xz-utils
+  # tools/tidal-plot and its test.
+  python3-matplotlib
 )
 
 missing=()

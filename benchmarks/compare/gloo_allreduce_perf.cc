@@ -85,7 +85,6 @@ class GlooBench {
                     GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH));
     reporter_.line("#");
     printDevices();
-    reporter_.line("#");
 
     Buffer send(opts_.maxBytes), recv(opts_.maxBytes);
     if (isAlltoall()) scratch_.emplace(opts_.maxBytes);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -16,12 +17,19 @@
 #include <CLI/CLI.hpp>
 
 #include "device_buffers.h"
+#include "json_report.h"
 #include "options.h"
 #include "report.h"
 #include "timer.h"
 
 namespace tidal::perf {
 namespace {
+
+// Exit codes shared with tidal-info and tidalrun (docs/benchmarks.md): a
+// usage mistake (bad flag, bad value) is 2, a failure at run time 1.
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
 
 // A failed Tidal call; the message names the call, the rank and the library's
 // explanation. Thrown to unwind to runPerf, which aborts the communicator.
@@ -62,8 +70,14 @@ static_assert(sizeof(RankInfo) == 192);
 
 class Benchmark {
  public:
-  Benchmark(const PerfOptions& opts, const Collective& coll, tidalComm_t comm)
-      : opts_(opts), coll_(coll), comm_(comm), reporter_(false) {}
+  Benchmark(const PerfOptions& opts, const Collective& coll, tidalComm_t comm, std::string program,
+            JsonReport* json)
+      : opts_(opts),
+        coll_(coll),
+        comm_(comm),
+        reporter_(false),
+        program_(std::move(program)),
+        json_(json) {}
 
   int run();
 
@@ -97,6 +111,8 @@ class Benchmark {
   const Collective& coll_;
   tidalComm_t comm_;
   Reporter reporter_;
+  std::string program_;  // the name nccl-tests prints: the program's file name
+  JsonReport* json_;     // -J on rank 0, else null
   int rank_ = 0;
   int nranks_ = 1;
   std::unique_ptr<AlignedBuffer> send_;
@@ -122,10 +138,15 @@ int Benchmark::run() {
 
   if (coll_.hasRoot() && opts_.root >= nranks_) {
     // Every rank got the same flags, so every rank stops here together.
-    if (rank_ == 0) std::fprintf(stderr, "invalid root %d for %d ranks\n", opts_.root, nranks_);
-    return 1;
+    if (rank_ == 0) {
+      std::fprintf(stderr, "invalid value %d for -r/--root: %d ranks (0..%d, or -1 for all)\n",
+                   opts_.root, nranks_, nranks_ - 1);
+    }
+    return kExitUsage;
   }
 
+  reporter_.line(versionLine());
+  reporter_.line(startingLine(program_.c_str()));
   reporter_.line(optionsBanner(opts_));
   if (opts_.memory == "cuda") {
     // Every rank got the same flags, so every rank creates its buffers here.
@@ -135,15 +156,20 @@ int Benchmark::run() {
   } else {
     reporter_.line("# Memory: host (collectives block, stream NULL)");
   }
-  if (opts_.blocking) {
-    reporter_.line("# Blocking Enabled: wait for completion and barrier after each collective ");
+  if (opts_.blocking == 1) {
+    reporter_.line("# Blocking Enabled: wait and barrier after each inner iteration (-m) ");
+  } else if (opts_.blocking == 2) {
+    reporter_.line("# Blocking Enabled: wait after each inner iteration (-m), no barrier ");
+  } else if (opts_.blocking == 3) {
+    reporter_.line(
+        "# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes "
+        "barrier ");
   }
   if (opts_.parallelInit) {
     reporter_.line("# Parallel Init Enabled: threads call into tidalCommInitRank concurrently ");
   }
   reporter_.line("#");
   printDevices();
-  reporter_.line("#");
 
   // One allocation of the largest size for the whole run, as nccl-tests does.
   // Every layout fits: all-gather receives and reduce-scatter sends at most
@@ -152,7 +178,7 @@ int Benchmark::run() {
   recv_ = std::make_unique<AlignedBuffer>(opts_.maxBytes);
   sizes_ = sweepSizes(opts_);
 
-  reporter_.columnHeader(opts_.reportCpuTime ? "cputime" : "time");
+  reporter_.columnHeader(opts_.reportCpuTime ? "cputime" : "time", opts_.reportTimestamps != 0);
 
   const std::vector<tidalDataType_t> types =
       opts_.datatype == kAll ? allTypes()
@@ -176,8 +202,10 @@ int Benchmark::run() {
     }
   }
 
-  reporter_.footer(failedTests_, busBwCount_ ? busBwSum_ / busBwCount_ : 0.0);
-  return failedTests_ ? 1 : 0;
+  const double avgBusBw = busBwCount_ ? busBwSum_ / busBwCount_ : 0.0;
+  reporter_.footer(failedTests_, avgBusBw, program_.c_str());
+  if (json_) json_->finish(failedTests_, avgBusBw, {});
+  return failedTests_ ? kExitFailed : kExitOk;
 }
 
 void Benchmark::printDevices() {
@@ -196,6 +224,7 @@ void Benchmark::printDevices() {
   reporter_.line("# Using devices");
   for (const RankInfo& info : all) {
     reporter_.line(deviceLine(info.rank, info.pid, info.host, info.device));
+    if (json_) json_->device(info.rank, info.pid, info.host, info.device);
   }
 }
 
@@ -249,15 +278,18 @@ void Benchmark::timeTest(tidalDataType_t type, tidalRedOp_t op, int root) {
   for (size_t bytes : sizes_) {
     const Layout layout = coll_.layout(bytes / elemSize, nranks_);
     const size_t shownBytes = std::max(layout.sendCount, layout.recvCount) * elemSize;
-    reporter_.rowStart(shownBytes, layout.paramCount, typeName(type),
-                       coll_.hasOp() ? opName(op) : "none", coll_.hasRoot() ? root : -1);
+    const char* shownOp = coll_.hasOp() ? opName(op) : "none";
+    const int shownRoot = coll_.hasRoot() ? root : -1;
+    reporter_.rowStart(shownBytes, layout.paramCount, typeName(type), shownOp, shownRoot);
+    if (json_) json_->rowStart(shownBytes, layout.paramCount, typeName(type), shownOp, shownRoot);
     benchOne(type, op, root, layout, /*inPlace=*/false);
     if (coll_.hasInPlace()) {
       benchOne(type, op, root, layout, /*inPlace=*/true);
     } else {
       reporter_.rowNotRun();
     }
-    reporter_.rowEnd();
+    reporter_.rowEnd(opts_.reportTimestamps != 0);
+    if (json_) json_->rowEnd(opts_.iters, coll_.name());
   }
 }
 
@@ -272,21 +304,31 @@ void Benchmark::benchOne(tidalDataType_t type, tidalRedOp_t op, int root, const 
   synchronize();
   barrier();
 
+  // -m: that many calls per iteration, in one group (as nccl-tests), unless
+  // -z 1/2 waits after each call, which a group would defer to its end.
+  const bool perCallWait = opts_.blocking == 1 || opts_.blocking == 2;
+  const bool grouped = opts_.aggIters > 1 && !perCallWait;
+  double untimed = 0;  // -z 3: the barriers, left out of the time
   Stopwatch watch;
   for (int iter = 0; iter < opts_.iters; ++iter) {
-    // -m: that many calls per iteration, in one group (as nccl-tests).
-    if (opts_.aggIters > 1) check(tidalGroupStart(), "tidalGroupStart");
-    for (int agg = 0; agg < opts_.aggIters; ++agg) runOnce(timed);
-    if (opts_.aggIters > 1) check(tidalGroupEnd(), "tidalGroupEnd");
-    if (opts_.blocking) {
+    if (grouped) check(tidalGroupStart(), "tidalGroupStart");
+    for (int agg = 0; agg < opts_.aggIters; ++agg) {
+      runOnce(timed);
+      if (perCallWait) synchronize();
+      if (opts_.blocking == 1) barrier();
+    }
+    if (grouped) check(tidalGroupEnd(), "tidalGroupEnd");
+    if (opts_.blocking == 3) {
       synchronize();
+      const Stopwatch barrierWatch;
       barrier();
+      untimed += barrierWatch.seconds();
     }
   }
   // Stream-ordered calls return at once: the time is until the stream is done.
   synchronize();
-  const double seconds =
-      combineTimes(watch.seconds() / (static_cast<double>(opts_.iters) * opts_.aggIters));
+  const double seconds = combineTimes((watch.seconds() - untimed) /
+                                      (static_cast<double>(opts_.iters) * opts_.aggIters));
 
   const double bytes = static_cast<double>(std::max(layout.sendCount, layout.recvCount) * elemSize);
   const double algBw = seconds > 0 ? bytes / 1.0e9 / seconds : 0.0;
@@ -314,6 +356,7 @@ void Benchmark::benchOne(tidalDataType_t type, tidalRedOp_t op, int root, const 
   }
 
   reporter_.rowResult(seconds * 1.0e6, algBw, busBw, wrong);
+  if (json_) json_->rowResult(inPlace, seconds * 1.0e6, algBw, busBw, wrong);
   busBwSum_ += busBw;
   ++busBwCount_;
 }
@@ -378,10 +421,19 @@ int runPerf(int argc, char** argv, const Collective& collective) {
   PerfOptions opts;
   CLI::App app{fmt::format("Tidal {} benchmark: nccl-tests flags and output.", collective.name())};
   addPerfOptions(app, opts);
-  CLI11_PARSE(app, argc, argv);
+  const std::string program = argc > 0 ? std::filesystem::path(argv[0]).filename().string()
+                                       : std::string(collective.name());
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "%s: error: %s (see --help)\n", program.c_str(), e.what());
+    return kExitUsage;
+  }
   if (const std::string error = validateOptions(opts); !error.empty()) {
-    std::fprintf(stderr, "%s\n", error.c_str());
-    return 1;
+    std::fprintf(stderr, "%s: error: %s\n", program.c_str(), error.c_str());
+    return kExitUsage;
   }
   setlinebuf(stdout);
 
@@ -389,24 +441,31 @@ int runPerf(int argc, char** argv, const Collective& collective) {
   if (const tidalResult_t r = initCommunicator(&comm); r != tidalSuccess) {
     std::fprintf(stderr, "communicator init failed: %s: %s\n", tidalGetErrorString(r),
                  tidalGetLastError(nullptr));
-    return 1;
+    // A bad TIDAL_* value is a usage mistake too.
+    return r == tidalInvalidArgument || r == tidalInvalidUsage ? kExitUsage : kExitFailed;
   }
 
-  int exitCode = 1;
+  int exitCode = kExitFailed;
   try {
-    Benchmark bench(opts, collective, comm);
+    int rank = 0;
+    std::unique_ptr<JsonReport> json;
+    if (!opts.outputFile.empty() && tidalCommUserRank(comm, &rank) == tidalSuccess && rank == 0) {
+      json = std::make_unique<JsonReport>(opts.outputFile, argc, argv, opts);
+      std::printf("# Writing JSON output to %s\n", json->path().c_str());
+    }
+    Benchmark bench(opts, collective, comm, program, json.get());
     exitCode = bench.run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
     // The peers may be blocked in a collective with us; abort closes our
     // connections so they fail fast instead of waiting for a timeout.
     tidalCommAbort(comm);
-    return 1;
+    return kExitFailed;
   }
   if (const tidalResult_t r = tidalCommDestroy(comm); r != tidalSuccess) {
     std::fprintf(stderr, "tidalCommDestroy failed: %s: %s\n", tidalGetErrorString(r),
                  tidalGetLastError(nullptr));
-    return 1;
+    return kExitFailed;
   }
   return exitCode;
 }

@@ -120,8 +120,10 @@ void addPerfOptions(CLI::App& app, PerfOptions& o) {
                  "Time reported: 0 rank 0, 1 average, 2 minimum, 3 maximum over ranks")
       ->check(CLI::Range(0, 3))
       ->capture_default_str();
-  app.add_option("-z,--blocking", o.blocking, "Barrier after each collective (0/1)")
-      ->check(CLI::Range(0, 1))
+  app.add_option("-z,--blocking", o.blocking,
+                 "0 none; 1 wait and barrier after each call; 2 wait after each call; 3 wait and "
+                 "barrier after each iteration, barrier not timed")
+      ->check(CLI::Range(0, 3))
       ->capture_default_str();
   app.add_option("-t,--nthreads", o.nThreads, "Threads per process")
       ->check(onlyValue("1", "one rank per process"))
@@ -154,6 +156,28 @@ void addPerfOptions(CLI::App& app, PerfOptions& o) {
   app.add_option("-G,--cudagraph", o.cudaGraph, "CUDA graph launches")
       ->check(onlyValue("0", "no CUDA graphs for host memory"))
       ->capture_default_str();
+  app.add_option("-S,--report_timestamps", o.reportTimestamps,
+                 "Print the local time at the end of each row (0/1)")
+      ->check(CLI::Range(0, 1))
+      ->capture_default_str();
+  app.add_option("-J,--output_file", o.outputFile,
+                 "Also write the results as JSON to this file (nccl-tests' shape; an existing "
+                 "file is kept and FILE.0, FILE.1 ... is used)");
+  app.add_option("-R,--local_register", o.localRegister, "Buffer registration")
+      ->check(onlyValue("0", "not supported in Tidal (the perf buffers are not registered)"))
+      ->capture_default_str();
+  app.add_option("-x,--cta_policy", o.ctaPolicy, "NCCL CTA policy")
+      ->check(onlyValue("0", "not supported in Tidal (no CTA policies)"))
+      ->capture_default_str();
+  app.add_option("-M,--memory_report", o.memoryReport, "GPU memory report")
+      ->check(onlyValue("0", "not supported in Tidal (no GPU memory accounting)"))
+      ->capture_default_str();
+  app.add_option("-u,--unalign", o.unalign, "Offset buffers by this many elements")
+      ->check(onlyValue("0", "not supported in Tidal (buffers are page aligned)"))
+      ->capture_default_str();
+  app.add_option("-I,--per_iter_timing", o.perIterTiming, "Per-iteration timing report")
+      ->check(onlyValue("0", "not supported in Tidal (one time per size)"))
+      ->capture_default_str();
 }
 
 std::string validateOptions(const PerfOptions& o) {
@@ -184,9 +208,10 @@ std::string optionsBanner(const PerfOptions& o) {
   const bool byFactor = o.stepFactor > 1;
   return fmt::format(
       "# nThread {} nGpus {} minBytes {} maxBytes {} step: {}({}) warmup iters: {} iters: {} "
-      "agg iters: {} validation: {} graph: {}",
+      "agg iters: {} validation: {} graph: {} unalign: {}",
       o.nThreads, o.nGpus, o.minBytes, o.maxBytes, byFactor ? o.stepFactor : o.stepBytes,
-      byFactor ? "factor" : "bytes", o.warmupIters, o.iters, o.aggIters, o.check, o.cudaGraph);
+      byFactor ? "factor" : "bytes", o.warmupIters, o.iters, o.aggIters, o.check, o.cudaGraph,
+      o.unalign);
 }
 
 const std::vector<tidalDataType_t>& allTypes() {

@@ -37,6 +37,9 @@ struct PerfOptions {
   int datatype = tidalFloat;
   int root = 0;
   int average = static_cast<int>(Average::kMean);
+  // -z: 0 none; 1 wait and barrier after each call (each of -m); 2 wait after
+  // each call, no barrier; 3 wait and barrier after each iteration (-n), the
+  // barrier left out of the time (nccl-tests 2.19's levels).
   int blocking = 0;
   int nThreads = 1;
   int nGpus = 1;
@@ -46,6 +49,14 @@ struct PerfOptions {
   int streamNull = 0;
   int timeout = 0;
   int cudaGraph = 0;
+  int reportTimestamps = 0;  // -S: a local time stamp at the end of each row
+  std::string outputFile;    // -J: also write the results as JSON there
+  // Flags of nccl-tests for GPU-only features; only the "off" value is taken.
+  int localRegister = 0;  // -R
+  int ctaPolicy = 0;      // -x
+  int memoryReport = 0;   // -M
+  int unalign = 0;        // -u
+  int perIterTiming = 0;  // -I
   // -W: where the buffers live, "host" or "cuda" (device memory of the
   // current device, collectives ordered on a stream). nccl-tests has no such
   // flag (its buffers are always on the GPU) and uses -G for CUDA graphs.

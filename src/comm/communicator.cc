@@ -59,10 +59,14 @@ std::unique_ptr<Communicator> Communicator::create(const UniqueId& id, int rank,
 Communicator::~Communicator() = default;
 
 void Communicator::connect(const UniqueId& id) {
+  // docs/env.md promises a bad value is an error; logging came up on defaults.
+  if (const std::string bad = log::settingsError(); !bad.empty()) {
+    fail(tidalInvalidArgument, "rank {}: {}", rank_, bad);
+  }
   if (rank_ == 0 && log::versionRequested()) {
-    // Printed through the logger at WARN so that TIDAL_DEBUG=VERSION shows it alone.
-    log::logger().warn("Tidal version " TIDAL_RELEASE_STRING " (NCCL API {}.{}.{})", TIDAL_MAJOR,
-                       TIDAL_MINOR, TIDAL_PATCH);
+    // Its own label, not a level: TIDAL_DEBUG=VERSION shows it alone, and it is no warning.
+    log::version(fmt::format("Tidal version " TIDAL_RELEASE_STRING " (NCCL API {}.{}.{})",
+                             TIDAL_MAJOR, TIDAL_MINOR, TIDAL_PATCH));
   }
   const EngineOptions engineOptions = engineOptionsFromParams(rank_);
   algorithms_ = AlgorithmChoice::fromParams(rank_);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -19,6 +20,7 @@ namespace {
 
 struct State {
   std::shared_ptr<spdlog::logger> logger;
+  std::shared_ptr<spdlog::logger> versionLogger;  // same sink, "VERSION" for the level
   bool version = false;
   spdlog::level::level_enum level = spdlog::level::warn;
   unsigned subsysMask = ~0u;
@@ -30,13 +32,42 @@ std::string upper(std::string s) {
   return s;
 }
 
-spdlog::level::level_enum parseLevel(const std::string& text) {
+constexpr const char* kLevels = "NONE, VERSION, WARN, INFO, TRACE";
+constexpr const char* kSubsystems = "INIT, BOOT, NET, COLL, ENV, ALL";
+
+std::optional<spdlog::level::level_enum> parseLevel(const std::string& text) {
   const std::string t = upper(text);
   if (t == "NONE") return spdlog::level::off;
   if (t == "VERSION" || t == "WARN") return spdlog::level::warn;
   if (t == "INFO") return spdlog::level::info;
   if (t == "TRACE") return spdlog::level::trace;
-  return spdlog::level::warn;
+  return std::nullopt;
+}
+
+// The first name in a TIDAL_DEBUG_SUBSYS list that is no subsystem; empty when all are.
+std::string unknownSubsys(const std::string& text) {
+  const std::string list = !text.empty() && text[0] == '^' ? text.substr(1) : text;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    const std::string name = upper(list.substr(start, comma - start));
+    bool known = name == "ALL";
+    for (Subsys s : {Subsys::Init, Subsys::Boot, Subsys::Net, Subsys::Coll, Subsys::Env}) {
+      known = known || name == subsysName(s);
+    }
+    if (!known) return name.empty() ? std::string("(empty name)") : name;
+    start = comma + 1;
+  }
+  return {};
+}
+
+// "environment", "default" or "config file PATH", for error messages.
+std::string sourceOf(std::string_view name) {
+  for (const params::Entry& e : params::snapshot()) {
+    if (e.def->name == name) return e.source;
+  }
+  return "unknown";
 }
 
 unsigned parseSubsys(const std::string& text) {
@@ -77,7 +108,7 @@ State& state() {
     } catch (...) {
       // Logging must come up even with a broken config; defaults then.
     }
-    st.level = parseLevel(levelText);
+    st.level = parseLevel(levelText).value_or(spdlog::level::warn);
     const std::string lt = upper(levelText);
     st.version = lt == "VERSION" || lt == "INFO" || lt == "TRACE";
     st.subsysMask = parseSubsys(subsys.empty() ? "ALL" : subsys);
@@ -96,6 +127,9 @@ State& state() {
     st.logger->set_pattern(fmt::format("{}:{}:%t TIDAL %l %v", host, getpid()));
     st.logger->set_level(st.level);
     st.logger->flush_on(spdlog::level::warn);
+    st.versionLogger = std::make_shared<spdlog::logger>("tidal-version", sink);
+    st.versionLogger->set_pattern(fmt::format("{}:{}:%t TIDAL VERSION %v", host, getpid()));
+    st.versionLogger->flush_on(spdlog::level::info);
     return st;
   }();
   return s;
@@ -124,6 +158,24 @@ bool enabled(spdlog::level::level_enum level, Subsys subsys) {
 }
 
 bool versionRequested() { return state().version; }
+
+void version(const std::string& text) { state().versionLogger->info("{}", text); }
+
+std::string settingsError() {
+  const std::string level = params::getString("TIDAL_DEBUG");
+  if (!parseLevel(level)) {
+    return fmt::format("TIDAL_DEBUG='{}' (from {}) is not one of {}", level,
+                       sourceOf("TIDAL_DEBUG"), kLevels);
+  }
+  const std::string subsys = params::getString("TIDAL_DEBUG_SUBSYS");
+  if (const std::string bad = unknownSubsys(subsys.empty() ? "ALL" : subsys); !bad.empty()) {
+    return fmt::format(
+        "TIDAL_DEBUG_SUBSYS='{}' (from {}): '{}' is not a subsystem; accepted: a comma list "
+        "of {}, optionally after '^' to exclude",
+        subsys, sourceOf("TIDAL_DEBUG_SUBSYS"), bad, kSubsystems);
+  }
+  return {};
+}
 
 const char* subsysName(Subsys subsys) {
   switch (subsys) {

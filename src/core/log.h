@@ -16,6 +16,13 @@ bool enabled(spdlog::level::level_enum level, Subsys subsys);
 const char* subsysName(Subsys subsys);
 // True when TIDAL_DEBUG asks for the version banner (VERSION, INFO or TRACE).
 bool versionRequested();
+// Writes the version banner, labelled "VERSION" rather than with a level.
+void version(const std::string& text);
+
+// Why TIDAL_DEBUG or TIDAL_DEBUG_SUBSYS is not acceptable ("TIDAL_DEBUG='x'
+// (from SOURCE) is not one of ..."); empty when both are. Logging itself comes
+// up with defaults regardless, so communicator init reports this as its error.
+std::string settingsError();
 
 // Text put before every log line of the calling thread ("comm 'NAME' "),
 // empty by default. The C API sets it for the duration of a call on a named
