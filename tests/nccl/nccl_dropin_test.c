@@ -3,6 +3,8 @@
  * creates the unique id and hands it to the others through pipes. Every
  * collective's result is checked exactly; so are the errors of calls Tidal
  * lacks. Exit status 0 only when every rank passed. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,8 +138,11 @@ static int runRank(int rank, ncclUniqueId id) {
   ncclResult_t r = ncclCommShrink(comm, &exclude, 1, &shrunk, NULL, 0);
   CHECK(r == ncclInvalidUsage, "ncclCommShrink returned %d", (int)r);
   CHECK(shrunk == NULL, "ncclCommShrink left newcomm set");
-  CHECK(strstr(ncclGetLastError(comm), "ncclCommShrink") != NULL, "last error '%s'",
-        ncclGetLastError(comm));
+  /* A real NCCL (one may be installed system-wide) implements Shrink: this
+   * proves the program runs on Tidal's libnccl.so.2. */
+  CHECK(strstr(ncclGetLastError(comm), "ncclCommShrink") != NULL &&
+            strstr(ncclGetLastError(comm), "Tidal") != NULL,
+        "last error '%s'", ncclGetLastError(comm));
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
   r = ncclGroupSimulateEnd(&sim);
   CHECK(r == ncclInvalidUsage && strstr(ncclGetLastError(NULL), "ncclGroupSimulateEnd"),
@@ -163,6 +168,10 @@ int main(void) {
   int pipes[NRANKS][2];
   for (int r = 1; r < NRANKS; ++r)
     if (pipe(pipes[r]) != 0) return 2;
+  Dl_info info;
+  if (dladdr((void*)ncclAllReduce, &info) != 0 && info.dli_fname != NULL)
+    printf("ncclAllReduce comes from %s\n", info.dli_fname);
+  fflush(stdout);
   pid_t pids[NRANKS];
   for (int rank = 0; rank < NRANKS; ++rank) {
     pids[rank] = fork();
@@ -177,7 +186,9 @@ int main(void) {
         _exit(3);
       }
       alarm(120); /* a hang is a failure, never a stuck CI */
-      _exit(runRank(rank, id));
+      const int rc = runRank(rank, id);
+      fflush(stdout);
+      _exit(rc);
     }
   }
   int bad = 0;
