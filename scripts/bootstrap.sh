@@ -18,6 +18,9 @@ PACKAGES=(
   # its Soft-RoCE VM test: Debian's kernel with rdma_rxe booted in QEMU.
   libibverbs-dev ibverbs-providers ibverbs-utils rdma-core
   qemu-system-x86 linux-image-amd64 busybox-static kmod cpio xz-utils
+  # The Slurm test (one-node slurmctld/slurmd, srun --mpi=pmix) and the
+  # Kubernetes manifests' test (YAML parsing, kubectl --dry-run=client).
+  slurm-wlm munge python3-yaml kubernetes-client
 )
 
 missing=()
