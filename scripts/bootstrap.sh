@@ -20,6 +20,11 @@ PACKAGES=(
   qemu-system-x86 linux-image-amd64 busybox-static kmod cpio xz-utils
   # tools/tidal-plot and its test.
   python3-matplotlib
+  # The Slurm test (one-node slurmctld/slurmd, srun --mpi=pmix) and the
+  # Kubernetes manifests' test (YAML parsing, kubectl --dry-run=client where
+  # a kubectl is present; Debian's kubernetes-client is not installed because
+  # it conflicts with the kubectl package some images carry).
+  slurm-wlm munge python3-yaml
 )
 
 missing=()

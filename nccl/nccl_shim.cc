@@ -1,0 +1,534 @@
+// libnccl.so.2: NCCL 2.30's host API with NCCL's ABI, forwarding to libtidal.
+//
+// A program compiled against NCCL's nccl.h runs on Tidal through
+// LD_LIBRARY_PATH alone. Enums are translated value by value (never assumed to
+// coincide), configs field by field within the size the caller's struct
+// declares, results back by value. Calls Tidal lacks return ncclInvalidUsage
+// and ncclGetLastError names them.
+#include <cstddef>
+#include <cstring>
+#include <string>
+
+#include "nccl.h"
+#include "tidal/tidal.h"
+
+#define NCCL_SHIM_API extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+static_assert(sizeof(ncclUniqueId) == sizeof(tidalUniqueId),
+              "NCCL's unique id is 128 bytes; Tidal's must fit it exactly");
+
+// Set by a failure the shim itself detects (an unknown enum, a call Tidal
+// lacks); cleared by every call so that ncclGetLastError otherwise reports
+// libtidal's text.
+thread_local std::string shimError;
+
+tidalComm_t toTidal(ncclComm_t comm) { return reinterpret_cast<tidalComm_t>(comm); }
+
+ncclResult_t toNccl(tidalResult_t r) {
+  switch (r) {
+    case tidalSuccess:
+      return ncclSuccess;
+    case tidalUnhandledCudaError:
+      return ncclUnhandledCudaError;
+    case tidalSystemError:
+      return ncclSystemError;
+    case tidalInternalError:
+      return ncclInternalError;
+    case tidalInvalidArgument:
+      return ncclInvalidArgument;
+    case tidalInvalidUsage:
+      return ncclInvalidUsage;
+    case tidalRemoteError:
+      return ncclRemoteError;
+    case tidalInProgress:
+      return ncclInProgress;
+    case tidalTimeout:
+      return ncclTimeout;
+    case tidalNumResults:
+      break;
+  }
+  return ncclInternalError;
+}
+
+bool toTidal(ncclResult_t r, tidalResult_t* out) {
+  switch (r) {
+    case ncclSuccess:
+      *out = tidalSuccess;
+      return true;
+    case ncclUnhandledCudaError:
+      *out = tidalUnhandledCudaError;
+      return true;
+    case ncclSystemError:
+      *out = tidalSystemError;
+      return true;
+    case ncclInternalError:
+      *out = tidalInternalError;
+      return true;
+    case ncclInvalidArgument:
+      *out = tidalInvalidArgument;
+      return true;
+    case ncclInvalidUsage:
+      *out = tidalInvalidUsage;
+      return true;
+    case ncclRemoteError:
+      *out = tidalRemoteError;
+      return true;
+    case ncclInProgress:
+      *out = tidalInProgress;
+      return true;
+    case ncclTimeout:
+      *out = tidalTimeout;
+      return true;
+    case ncclNumResults:
+      break;
+  }
+  return false;
+}
+
+std::string rankText(ncclComm_t comm) {
+  int rank = -1;
+  if (comm == nullptr || tidalCommUserRank(toTidal(comm), &rank) != tidalSuccess) return "";
+  return " on rank " + std::to_string(rank);
+}
+
+ncclResult_t fail(ncclResult_t r, const char* call, const std::string& what, ncclComm_t comm) {
+  shimError = std::string(call) + ": " + what + rankText(comm);
+  return r;
+}
+
+ncclResult_t unimplemented(const char* call, ncclComm_t comm) {
+  return fail(ncclInvalidUsage, call, "not implemented by Tidal's NCCL drop-in (docs/nccl.md)",
+              comm);
+}
+
+bool toTidal(ncclDataType_t t, tidalDataType_t* out) {
+  switch (t) {
+    case ncclInt8:
+      *out = tidalInt8;
+      return true;
+    case ncclUint8:
+      *out = tidalUint8;
+      return true;
+    case ncclInt32:
+      *out = tidalInt32;
+      return true;
+    case ncclUint32:
+      *out = tidalUint32;
+      return true;
+    case ncclInt64:
+      *out = tidalInt64;
+      return true;
+    case ncclUint64:
+      *out = tidalUint64;
+      return true;
+    case ncclFloat16:
+      *out = tidalFloat16;
+      return true;
+    case ncclFloat32:
+      *out = tidalFloat32;
+      return true;
+    case ncclFloat64:
+      *out = tidalFloat64;
+      return true;
+    case ncclBfloat16:
+      *out = tidalBfloat16;
+      return true;
+    case ncclFloat8e4m3:
+      *out = tidalFloat8e4m3;
+      return true;
+    case ncclFloat8e5m2:
+      *out = tidalFloat8e5m2;
+      return true;
+    case ncclNumTypes:
+      break;
+  }
+  return false;
+}
+
+// The built-in operators map by name; values from ncclRedOpCreatePreMulSum
+// are Tidal's own handles (returned to the caller unchanged) and pass through.
+bool toTidal(ncclRedOp_t op, tidalRedOp_t* out) {
+  switch (op) {
+    case ncclSum:
+      *out = tidalSum;
+      return true;
+    case ncclProd:
+      *out = tidalProd;
+      return true;
+    case ncclMax:
+      *out = tidalMax;
+      return true;
+    case ncclMin:
+      *out = tidalMin;
+      return true;
+    case ncclAvg:
+      *out = tidalAvg;
+      return true;
+    default:
+      break;
+  }
+  if (static_cast<int>(op) >= static_cast<int>(ncclNumOps)) {
+    *out = static_cast<tidalRedOp_t>(static_cast<int>(tidalNumOps) +
+                                     (static_cast<int>(op) - static_cast<int>(ncclNumOps)));
+    return true;
+  }
+  return false;
+}
+
+ncclRedOp_t toNccl(tidalRedOp_t op) {
+  return static_cast<ncclRedOp_t>(static_cast<int>(ncclNumOps) +
+                                  (static_cast<int>(op) - static_cast<int>(tidalNumOps)));
+}
+
+#define SHIM_TYPE(call, nccl_type, tidal_var, comm)                         \
+  tidalDataType_t tidal_var;                                                \
+  if (!toTidal(nccl_type, &tidal_var))                                      \
+    return fail(ncclInvalidArgument, call,                                  \
+                "datatype " + std::to_string(static_cast<int>(nccl_type)) + \
+                    " is not an NCCL "                                      \
+                    "ncclDataType_t",                                       \
+                comm);
+
+#define SHIM_OP(call, nccl_op, tidal_var, comm)                                                    \
+  tidalRedOp_t tidal_var;                                                                          \
+  if (!toTidal(nccl_op, &tidal_var))                                                               \
+    return fail(ncclInvalidArgument, call,                                                         \
+                "op " + std::to_string(static_cast<int>(nccl_op)) + " is not an NCCL ncclRedOp_t", \
+                comm);
+
+// Copies the fields the caller's struct has (config->size says how many) into
+// a Tidal config that starts from Tidal's defaults.
+ncclResult_t toTidal(const char* call, const ncclConfig_t* in, tidalConfig_t* out,
+                     ncclComm_t comm) {
+  *out = tidalConfig_t TIDAL_CONFIG_INITIALIZER;
+  if (in == nullptr) return ncclSuccess;
+  if (in->magic != NCCL_API_MAGIC)
+    return fail(ncclInvalidArgument, call,
+                "config->magic is " + std::to_string(in->magic) +
+                    ", not NCCL_API_MAGIC: initialise it with NCCL_CONFIG_INITIALIZER",
+                comm);
+  if (in->size < offsetof(ncclConfig_t, blocking) || in->size > sizeof(ncclConfig_t))
+    return fail(ncclInvalidArgument, call,
+                "config->size is " + std::to_string(in->size) + ", not a known ncclConfig_t size",
+                comm);
+  const size_t size = in->size;
+#define SHIM_FIELD(f) \
+  if (offsetof(ncclConfig_t, f) + sizeof(in->f) <= size) out->f = in->f;
+  SHIM_FIELD(blocking)
+  SHIM_FIELD(cgaClusterSize)
+  SHIM_FIELD(minCTAs)
+  SHIM_FIELD(maxCTAs)
+  SHIM_FIELD(netName)
+  SHIM_FIELD(splitShare)
+  SHIM_FIELD(trafficClass)
+  SHIM_FIELD(commName)
+  SHIM_FIELD(collnetEnable)
+  SHIM_FIELD(CTAPolicy)
+  SHIM_FIELD(shrinkShare)
+  SHIM_FIELD(nvlsCTAs)
+  SHIM_FIELD(nChannelsPerNetPeer)
+  SHIM_FIELD(nvlinkCentricSched)
+  SHIM_FIELD(graphUsageMode)
+  SHIM_FIELD(numRmaCtx)
+  SHIM_FIELD(maxP2pPeers)
+  SHIM_FIELD(graphStreamOrdering)
+  SHIM_FIELD(launchOrderImplicit)
+  SHIM_FIELD(numRmaSig)
+  SHIM_FIELD(rmaEagerInit)
+  SHIM_FIELD(hostCftMode)
+  SHIM_FIELD(nvlsHostMode)
+#undef SHIM_FIELD
+  return ncclSuccess;
+}
+
+tidalUniqueId toTidal(const ncclUniqueId& id) {
+  tidalUniqueId out;
+  std::memcpy(&out, &id, sizeof(out));
+  return out;
+}
+
+ncclResult_t done(tidalResult_t r) { return toNccl(r); }
+
+}  // namespace
+
+NCCL_SHIM_API ncclResult_t ncclGetVersion(int* version) {
+  shimError.clear();
+  return done(tidalGetVersion(version));
+}
+
+NCCL_SHIM_API ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+  shimError.clear();
+  return done(tidalGetUniqueId(reinterpret_cast<tidalUniqueId*>(uniqueId)));
+}
+
+NCCL_SHIM_API const char* ncclGetErrorString(ncclResult_t result) {
+  tidalResult_t r;
+  if (!toTidal(result, &r)) return "unknown ncclResult_t value";
+  return tidalGetErrorString(r);
+}
+
+NCCL_SHIM_API const char* ncclGetLastError(ncclComm_t comm) {
+  if (!shimError.empty()) return shimError.c_str();
+  return tidalGetLastError(toTidal(comm));
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  shimError.clear();
+  if (asyncError == nullptr)
+    return fail(ncclInvalidArgument, "ncclCommGetAsyncError", "asyncError is NULL", comm);
+  tidalResult_t e = tidalSuccess;
+  tidalResult_t r = tidalCommGetAsyncError(toTidal(comm), &e);
+  *asyncError = toNccl(e);
+  return done(r);
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
+                                            int rank) {
+  shimError.clear();
+  return done(
+      tidalCommInitRank(reinterpret_cast<tidalComm_t*>(comm), nranks, toTidal(commId), rank));
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId,
+                                                  int rank, ncclConfig_t* config) {
+  shimError.clear();
+  tidalConfig_t tc;
+  if (ncclResult_t r = toTidal("ncclCommInitRankConfig", config, &tc, nullptr); r != ncclSuccess)
+    return r;
+  return done(tidalCommInitRankConfig(reinterpret_cast<tidalComm_t*>(comm), nranks, toTidal(commId),
+                                      rank, config ? &tc : nullptr));
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank,
+                                                    int nId, ncclUniqueId* commIds,
+                                                    ncclConfig_t* config) {
+  shimError.clear();
+  tidalConfig_t tc;
+  if (ncclResult_t r = toTidal("ncclCommInitRankScalable", config, &tc, nullptr); r != ncclSuccess)
+    return r;
+  return done(tidalCommInitRankScalable(reinterpret_cast<tidalComm_t*>(newcomm), nranks, myrank,
+                                        nId, reinterpret_cast<tidalUniqueId*>(commIds),
+                                        config ? &tc : nullptr));
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  shimError.clear();
+  return done(tidalCommInitAll(reinterpret_cast<tidalComm_t*>(comms), ndev, devlist));
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  shimError.clear();
+  return done(tidalCommFinalize(toTidal(comm)));
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  shimError.clear();
+  return done(tidalCommDestroy(toTidal(comm)));
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  shimError.clear();
+  return done(tidalCommAbort(toTidal(comm)));
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                                         ncclConfig_t* config) {
+  shimError.clear();
+  tidalConfig_t tc;
+  if (ncclResult_t r = toTidal("ncclCommSplit", config, &tc, comm); r != ncclSuccess) return r;
+  const int tidalColor = color == NCCL_SPLIT_NOCOLOR ? TIDAL_SPLIT_NOCOLOR : color;
+  return done(tidalCommSplit(toTidal(comm), tidalColor, key,
+                             reinterpret_cast<tidalComm_t*>(newcomm), config ? &tc : nullptr));
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommShrink(ncclComm_t comm, int*, int, ncclComm_t* newcomm,
+                                          ncclConfig_t*, int) {
+  shimError.clear();
+  if (newcomm != nullptr) *newcomm = nullptr;
+  return unimplemented("ncclCommShrink", comm);
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  shimError.clear();
+  return done(tidalCommCount(toTidal(comm), count));
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  shimError.clear();
+  return done(tidalCommCuDevice(toTidal(comm), device));
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  shimError.clear();
+  return done(tidalCommUserRank(toTidal(comm), rank));
+}
+
+NCCL_SHIM_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
+  shimError.clear();
+  return done(tidalMemAlloc(ptr, size));
+}
+
+NCCL_SHIM_API ncclResult_t ncclMemFree(void* ptr) {
+  shimError.clear();
+  return done(tidalMemFree(ptr));
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size,
+                                            void** handle) {
+  shimError.clear();
+  return done(tidalCommRegister(toTidal(comm), buff, size, handle));
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
+  shimError.clear();
+  return done(tidalCommDeregister(toTidal(comm), handle));
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void*, size_t, ncclWindow_t* win,
+                                                  int) {
+  shimError.clear();
+  if (win != nullptr) *win = nullptr;
+  return unimplemented("ncclCommWindowRegister", comm);
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t) {
+  shimError.clear();
+  return unimplemented("ncclCommWindowDeregister", comm);
+}
+
+NCCL_SHIM_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar,
+                                                    ncclDataType_t datatype,
+                                                    ncclScalarResidence_t residence,
+                                                    ncclComm_t comm) {
+  shimError.clear();
+  const char* call = "ncclRedOpCreatePreMulSum";
+  if (op == nullptr) return fail(ncclInvalidArgument, call, "op is NULL", comm);
+  SHIM_TYPE(call, datatype, t, comm)
+  tidalScalarResidence_t res;
+  switch (residence) {
+    case ncclScalarDevice:
+      res = tidalScalarDevice;
+      break;
+    case ncclScalarHostImmediate:
+      res = tidalScalarHostImmediate;
+      break;
+    default:
+      return fail(ncclInvalidArgument, call,
+                  "residence " + std::to_string(static_cast<int>(residence)) +
+                      " is not an ncclScalarResidence_t",
+                  comm);
+  }
+  tidalRedOp_t created;
+  tidalResult_t r = tidalRedOpCreatePreMulSum(&created, scalar, t, res, toTidal(comm));
+  if (r == tidalSuccess) *op = toNccl(created);
+  return done(r);
+}
+
+NCCL_SHIM_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  shimError.clear();
+  SHIM_OP("ncclRedOpDestroy", op, o, comm)
+  return done(tidalRedOpDestroy(o, toTidal(comm)));
+}
+
+NCCL_SHIM_API ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                      ncclDataType_t datatype, ncclRedOp_t op, int root,
+                                      ncclComm_t comm, void* stream) {
+  shimError.clear();
+  SHIM_TYPE("ncclReduce", datatype, t, comm)
+  SHIM_OP("ncclReduce", op, o, comm)
+  return done(tidalReduce(sendbuff, recvbuff, count, t, o, root, toTidal(comm), stream));
+}
+
+NCCL_SHIM_API ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
+                                     ncclComm_t comm, void* stream) {
+  shimError.clear();
+  SHIM_TYPE("ncclBcast", datatype, t, comm)
+  return done(tidalBcast(buff, count, t, root, toTidal(comm), stream));
+}
+
+NCCL_SHIM_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                         ncclDataType_t datatype, int root, ncclComm_t comm,
+                                         void* stream) {
+  shimError.clear();
+  SHIM_TYPE("ncclBroadcast", datatype, t, comm)
+  return done(tidalBroadcast(sendbuff, recvbuff, count, t, root, toTidal(comm), stream));
+}
+
+NCCL_SHIM_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                         void* stream) {
+  shimError.clear();
+  SHIM_TYPE("ncclAllReduce", datatype, t, comm)
+  SHIM_OP("ncclAllReduce", op, o, comm)
+  return done(tidalAllReduce(sendbuff, recvbuff, count, t, o, toTidal(comm), stream));
+}
+
+NCCL_SHIM_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                             ncclDataType_t datatype, ncclRedOp_t op,
+                                             ncclComm_t comm, void* stream) {
+  shimError.clear();
+  SHIM_TYPE("ncclReduceScatter", datatype, t, comm)
+  SHIM_OP("ncclReduceScatter", op, o, comm)
+  return done(tidalReduceScatter(sendbuff, recvbuff, recvcount, t, o, toTidal(comm), stream));
+}
+
+NCCL_SHIM_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                         ncclDataType_t datatype, ncclComm_t comm, void* stream) {
+  shimError.clear();
+  SHIM_TYPE("ncclAllGather", datatype, t, comm)
+  return done(tidalAllGather(sendbuff, recvbuff, sendcount, t, toTidal(comm), stream));
+}
+
+NCCL_SHIM_API ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                        ncclDataType_t datatype, ncclComm_t comm, void* stream) {
+  shimError.clear();
+  SHIM_TYPE("ncclAlltoAll", datatype, t, comm)
+  return done(tidalAlltoAll(sendbuff, recvbuff, count, t, toTidal(comm), stream));
+}
+
+NCCL_SHIM_API ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count,
+                                      ncclDataType_t datatype, int root, ncclComm_t comm,
+                                      void* stream) {
+  shimError.clear();
+  SHIM_TYPE("ncclGather", datatype, t, comm)
+  return done(tidalGather(sendbuff, recvbuff, count, t, root, toTidal(comm), stream));
+}
+
+NCCL_SHIM_API ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
+                                       ncclDataType_t datatype, int root, ncclComm_t comm,
+                                       void* stream) {
+  shimError.clear();
+  SHIM_TYPE("ncclScatter", datatype, t, comm)
+  return done(tidalScatter(sendbuff, recvbuff, count, t, root, toTidal(comm), stream));
+}
+
+NCCL_SHIM_API ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype,
+                                    int peer, ncclComm_t comm, void* stream) {
+  shimError.clear();
+  SHIM_TYPE("ncclSend", datatype, t, comm)
+  return done(tidalSend(sendbuff, count, t, peer, toTidal(comm), stream));
+}
+
+NCCL_SHIM_API ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                                    ncclComm_t comm, void* stream) {
+  shimError.clear();
+  SHIM_TYPE("ncclRecv", datatype, t, comm)
+  return done(tidalRecv(recvbuff, count, t, peer, toTidal(comm), stream));
+}
+
+NCCL_SHIM_API ncclResult_t ncclGroupStart(void) {
+  shimError.clear();
+  return done(tidalGroupStart());
+}
+
+NCCL_SHIM_API ncclResult_t ncclGroupEnd(void) {
+  shimError.clear();
+  return done(tidalGroupEnd());
+}
+
+NCCL_SHIM_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t*) {
+  shimError.clear();
+  return unimplemented("ncclGroupSimulateEnd", nullptr);
+}

@@ -1,0 +1,206 @@
+/* A program written against NCCL's names and built against nccl.h, linked
+ * with -lnccl, run on Tidal's drop-in. It forks NRANKS processes; rank 0
+ * creates the unique id and hands it to the others through pipes. Every
+ * collective's result is checked exactly; so are the errors of calls Tidal
+ * lacks. Exit status 0 only when every rank passed. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NRANKS 4
+#define COUNT 1000
+
+static int failures = 0;
+
+#define CHECK(cond, ...)                                                  \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
+      fprintf(stderr, "rank %d: FAIL %s:%d: ", rank, __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                                       \
+      fprintf(stderr, "\n");                                              \
+      ++failures;                                                         \
+    }                                                                     \
+  } while (0)
+
+#define NCCL_OK(call)                                                                       \
+  do {                                                                                      \
+    ncclResult_t r_ = (call);                                                               \
+    if (r_ != ncclSuccess) {                                                                \
+      fprintf(stderr, "rank %d: %s failed: %s (%s)\n", rank, #call, ncclGetErrorString(r_), \
+              ncclGetLastError(NULL));                                                      \
+      return 1;                                                                             \
+    }                                                                                       \
+  } while (0)
+
+static int runRank(int rank, ncclUniqueId id) {
+  ncclComm_t comm;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 1;
+  config.commName = "dropin-test";
+  CHECK(config.size == sizeof(ncclConfig_t) && config.magic == NCCL_API_MAGIC &&
+            config.version == NCCL_VERSION_CODE,
+        "NCCL_CONFIG_INITIALIZER header fields");
+  NCCL_OK(ncclCommInitRankConfig(&comm, NRANKS, id, rank, &config));
+
+  int n = 0, me = -1, version = 0;
+  NCCL_OK(ncclCommCount(comm, &n));
+  NCCL_OK(ncclCommUserRank(comm, &me));
+  NCCL_OK(ncclGetVersion(&version));
+  CHECK(n == NRANKS && me == rank, "count %d rank %d", n, me);
+  CHECK(version == NCCL_VERSION(2, 30, 0), "version %d", version);
+
+  /* AllReduce, float32 sum and int64 max. */
+  float* f = malloc(sizeof(float) * COUNT);
+  for (int i = 0; i < COUNT; ++i) f[i] = (float)(rank + 1) * (float)i;
+  NCCL_OK(ncclAllReduce(f, f, COUNT, ncclFloat32, ncclSum, comm, NULL));
+  for (int i = 0; i < COUNT; ++i)
+    if (f[i] != (float)(NRANKS * (NRANKS + 1) / 2) * (float)i) {
+      CHECK(0, "allreduce f[%d]=%g", i, f[i]);
+      break;
+    }
+  long long l[3] = {rank, -rank, 1000 + rank}, lmax[3];
+  NCCL_OK(ncclAllReduce(l, lmax, 3, ncclInt64, ncclMax, comm, NULL));
+  CHECK(lmax[0] == NRANKS - 1 && lmax[1] == 0 && lmax[2] == 1000 + NRANKS - 1,
+        "allreduce max %lld %lld %lld", lmax[0], lmax[1], lmax[2]);
+
+  /* Broadcast from rank 2. */
+  int b[COUNT];
+  for (int i = 0; i < COUNT; ++i) b[i] = rank == 2 ? 7 * i + 3 : -1;
+  NCCL_OK(ncclBroadcast(b, b, COUNT, ncclInt32, 2, comm, NULL));
+  for (int i = 0; i < COUNT; ++i)
+    if (b[i] != 7 * i + 3) {
+      CHECK(0, "broadcast b[%d]=%d", i, b[i]);
+      break;
+    }
+
+  /* AllGather: rank r contributes r*100 + i. */
+  int mine[8], all[8 * NRANKS];
+  for (int i = 0; i < 8; ++i) mine[i] = rank * 100 + i;
+  NCCL_OK(ncclAllGather(mine, all, 8, ncclInt32, comm, NULL));
+  for (int r = 0; r < NRANKS; ++r)
+    for (int i = 0; i < 8; ++i)
+      CHECK(all[r * 8 + i] == r * 100 + i, "allgather [%d][%d]=%d", r, i, all[r * 8 + i]);
+
+  /* ReduceScatter: element j of the full vector is j + rank on each rank. */
+  double full[4 * NRANKS], part[4];
+  for (int j = 0; j < 4 * NRANKS; ++j) full[j] = j + rank;
+  NCCL_OK(ncclReduceScatter(full, part, 4, ncclFloat64, ncclSum, comm, NULL));
+  for (int i = 0; i < 4; ++i) {
+    const int j = rank * 4 + i;
+    CHECK(part[i] == NRANKS * j + NRANKS * (NRANKS - 1) / 2.0, "reducescatter [%d]=%g", i, part[i]);
+  }
+
+  /* Send/Recv around the ring in one group, both directions. */
+  int toRight[16], toLeft[16], fromLeft[16], fromRight[16];
+  for (int i = 0; i < 16; ++i) {
+    toRight[i] = rank * 1000 + i;
+    toLeft[i] = -(rank * 1000 + i);
+  }
+  const int right = (rank + 1) % NRANKS, left = (rank + NRANKS - 1) % NRANKS;
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclSend(toRight, 16, ncclInt32, right, comm, NULL));
+  NCCL_OK(ncclSend(toLeft, 16, ncclInt32, left, comm, NULL));
+  NCCL_OK(ncclRecv(fromLeft, 16, ncclInt32, left, comm, NULL));
+  NCCL_OK(ncclRecv(fromRight, 16, ncclInt32, right, comm, NULL));
+  NCCL_OK(ncclGroupEnd());
+  for (int i = 0; i < 16; ++i) {
+    CHECK(fromLeft[i] == left * 1000 + i, "recv from left [%d]=%d", i, fromLeft[i]);
+    CHECK(fromRight[i] == -(right * 1000 + i), "recv from right [%d]=%d", i, fromRight[i]);
+  }
+
+  /* CommSplit by parity, key reverses the order; rank 3 opts out. */
+  ncclComm_t sub = NULL;
+  const int color = rank == 3 ? NCCL_SPLIT_NOCOLOR : rank % 2;
+  NCCL_OK(ncclCommSplit(comm, color, -rank, &sub, NULL));
+  if (rank == 3) {
+    CHECK(sub == NULL, "NOCOLOR gave a communicator");
+  } else {
+    int subN = 0, subMe = -1, v = rank, sum = 0;
+    NCCL_OK(ncclCommCount(sub, &subN));
+    NCCL_OK(ncclCommUserRank(sub, &subMe));
+    const int expectN = rank % 2 == 0 ? 2 : 1; /* evens {0,2}, odds {1} */
+    CHECK(subN == expectN, "split size %d", subN);
+    /* Evens order by key: rank 2 (key -2) before rank 0 (key 0). */
+    CHECK(subMe == (rank == 0 ? 1 : 0), "split rank %d for rank %d", subMe, rank);
+    NCCL_OK(ncclAllReduce(&v, &sum, 1, ncclInt32, ncclSum, sub, NULL));
+    CHECK(sum == (rank % 2 == 0 ? 2 : 1), "split allreduce %d", sum);
+    NCCL_OK(ncclCommDestroy(sub));
+  }
+
+  /* Calls Tidal lacks: an error naming the call, no crash. */
+  ncclComm_t shrunk = comm;
+  int exclude = 0;
+  ncclResult_t r = ncclCommShrink(comm, &exclude, 1, &shrunk, NULL, 0);
+  CHECK(r == ncclInvalidUsage, "ncclCommShrink returned %d", (int)r);
+  CHECK(shrunk == NULL, "ncclCommShrink left newcomm set");
+  /* A real NCCL (one may be installed system-wide) implements Shrink: this
+   * proves the program runs on Tidal's libnccl.so.2. */
+  CHECK(strstr(ncclGetLastError(comm), "ncclCommShrink") != NULL &&
+            strstr(ncclGetLastError(comm), "Tidal") != NULL,
+        "last error '%s'", ncclGetLastError(comm));
+  ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+  r = ncclGroupSimulateEnd(&sim);
+  CHECK(r == ncclInvalidUsage && strstr(ncclGetLastError(NULL), "ncclGroupSimulateEnd"),
+        "ncclGroupSimulateEnd: %d '%s'", (int)r, ncclGetLastError(NULL));
+  ncclWindow_t win;
+  r = ncclCommWindowRegister(comm, f, sizeof(float), &win, 0);
+  CHECK(r == ncclInvalidUsage && strstr(ncclGetLastError(comm), "ncclCommWindowRegister"),
+        "ncclCommWindowRegister: %d '%s'", (int)r, ncclGetLastError(comm));
+
+  /* A value outside NCCL's enum is refused, naming the argument and value. */
+  r = ncclAllReduce(f, f, 1, (ncclDataType_t)42, ncclSum, comm, NULL);
+  CHECK(r == ncclInvalidArgument && strstr(ncclGetLastError(comm), "datatype 42"),
+        "bad datatype: %d '%s'", (int)r, ncclGetLastError(comm));
+  CHECK(strcmp(ncclGetErrorString(ncclSuccess), "") != 0, "empty error string");
+
+  free(f);
+  NCCL_OK(ncclCommDestroy(comm));
+  if (failures == 0) printf("rank %d: all checks passed\n", rank);
+  return failures == 0 ? 0 : 1;
+}
+
+int main(void) {
+  int pipes[NRANKS][2];
+  for (int r = 1; r < NRANKS; ++r)
+    if (pipe(pipes[r]) != 0) return 2;
+  Dl_info info;
+  if (dladdr((void*)ncclAllReduce, &info) != 0 && info.dli_fname != NULL)
+    printf("ncclAllReduce comes from %s\n", info.dli_fname);
+  fflush(stdout);
+  pid_t pids[NRANKS];
+  for (int rank = 0; rank < NRANKS; ++rank) {
+    pids[rank] = fork();
+    if (pids[rank] < 0) return 2;
+    if (pids[rank] == 0) {
+      ncclUniqueId id;
+      if (rank == 0) {
+        if (ncclGetUniqueId(&id) != ncclSuccess) _exit(3);
+        for (int r = 1; r < NRANKS; ++r)
+          if (write(pipes[r][1], &id, sizeof id) != (ssize_t)sizeof id) _exit(3);
+      } else if (read(pipes[rank][0], &id, sizeof id) != (ssize_t)sizeof id) {
+        _exit(3);
+      }
+      alarm(120); /* a hang is a failure, never a stuck CI */
+      const int rc = runRank(rank, id);
+      fflush(stdout);
+      _exit(rc);
+    }
+  }
+  int bad = 0;
+  for (int rank = 0; rank < NRANKS; ++rank) {
+    int status = 0;
+    waitpid(pids[rank], &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      fprintf(stderr, "rank %d ended with status 0x%x\n", rank, status);
+      bad = 1;
+    }
+  }
+  if (sizeof(ncclUniqueId) != 128) bad = 1;
+  printf(bad ? "FAILED\n" : "PASSED\n");
+  return bad;
+}
