@@ -59,9 +59,11 @@ std::vector<SocketAddress> joinAtRoot(const UniqueId& id, int rank, int nranks,
     throw;
   } catch (const Error& e) {
     if (e.code() == tidalRemoteError) {
+      // The root answers a wrong secret or protocol version with a Reject
+      // (rethrown above); a close without one means its process is gone.
       fail(tidalRemoteError,
-           "{} (the root closes connections with a wrong secret or protocol version; see its "
-           "log)",
+           "{} (no answer from the root: the process holding it, normally rank 0, most likely "
+           "exited or was killed during init; see its log and exit status)",
            e.what());
     }
     if (e.code() != tidalTimeout) throw;

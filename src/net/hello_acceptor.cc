@@ -93,9 +93,15 @@ bool HelloAcceptor::readFrom(Pending& p) {
     return false;
   }
   if (p.filled == wire::kHeaderBytes) {
-    const auto problem =
-        wire::headerProblem(wire::decodeHeader(p.buffer.data()), type_, payloadBytes_);
+    const wire::Header header = wire::decodeHeader(p.buffer.data());
+    const auto problem = wire::headerProblem(header, type_, payloadBytes_);
     if (!problem.empty()) {
+      // A Tidal peer of another protocol version is told why before the
+      // close, so it does not mistake the close for a dead process; anything
+      // without our magic gets nothing.
+      if (header.magic == wire::kMagic) {
+        wire::sendReject(p.socket, tidalInvalidUsage, fmt::format("{} refused: {}", who_, problem));
+      }
       drop(p, problem);
       return false;
     }
@@ -104,6 +110,12 @@ bool HelloAcceptor::readFrom(Pending& p) {
   Secret presented{};
   std::copy_n(p.buffer.begin() + wire::kHeaderBytes, presented.size(), presented.begin());
   if (!secretsEqual(presented, secret_)) {
+    // Saying "wrong secret" tells a stranger nothing it did not know, and
+    // tells a rank holding another job's unique id exactly what happened.
+    wire::sendReject(p.socket, tidalInvalidUsage,
+                     fmt::format("{} refused: wrong secret (this rank's unique id is not the one "
+                                 "its root was created with: a rank of another job?)",
+                                 who_));
     drop(p, "wrong secret (a stranger, or a rank of another job)");
     return false;
   }

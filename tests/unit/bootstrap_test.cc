@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <functional>
@@ -296,9 +300,75 @@ TEST(Bootstrap, WrongSecretRankFailsWithoutHurtingTheJob) {
     Bootstrap::create(impostor, 0, 2);
     FAIL() << "an impostor joined";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), tidalRemoteError) << e.what();
+    // The root says why it refused, so the impostor is not told to look for
+    // a dead rank 0.
+    EXPECT_EQ(e.code(), tidalInvalidUsage) << e.what();
+    EXPECT_NE(std::string(e.what()).find("wrong secret"), std::string::npos) << e.what();
   }
   expectAllOk(runRanks(id, 2, allRanks(2), [](Bootstrap& b) { b.barrier(); }));
+}
+
+TEST(Bootstrap, WrongProtocolVersionIsToldSo) {
+  ScopedEnv timeout("TIDAL_TIMEOUT", "5");
+  const UniqueId id = freshJob();
+  Socket older = strangerConnect(id.root);
+  std::vector<uint8_t> hello = helloBytes(id.secret, 0, 2, kHelloLength);
+  hello[4] ^= 0x01;  // the 16-bit version follows the 32-bit magic
+  sendRaw(older, hello);
+  try {
+    wire::recvHeader(older, wire::MsgType::AddressTable, 2 * wire::kAddressBytes, deadlineIn(3s),
+                     "older rank");
+    ADD_FAILURE() << "no reject for a wrong protocol version";
+  } catch (const wire::PeerRejected& e) {
+    EXPECT_EQ(e.code(), tidalInvalidUsage);
+    EXPECT_NE(std::string(e.what()).find("protocol version"), std::string::npos) << e.what();
+  }
+}
+
+// Rank 0's process (which holds the root) is killed while rank 1 waits for
+// the others: rank 1 is told the root's process is gone, at once, not to
+// look for a wrong secret and not after its whole timeout.
+TEST(Bootstrap, RootProcessKilledDuringInitIsNamedAsSuch) {
+  ScopedEnv timeout("TIDAL_TIMEOUT", "30");
+  int idPipe[2];
+  ASSERT_EQ(pipe(idPipe), 0);
+  const pid_t rootProcess = fork();
+  ASSERT_GE(rootProcess, 0);
+  if (rootProcess == 0) {
+    close(idPipe[0]);
+    const UniqueId id = freshJob();
+    const ssize_t n = write(idPipe[1], &id, sizeof id);
+    _exit(n == static_cast<ssize_t>(sizeof id) ? (pause(), 0) : 1);
+  }
+  close(idPipe[1]);
+  UniqueId id;
+  const ssize_t got = read(idPipe[0], &id, sizeof id);
+  close(idPipe[0]);
+  if (got != static_cast<ssize_t>(sizeof id)) {
+    kill(rootProcess, SIGKILL);
+    waitpid(rootProcess, nullptr, 0);
+    FAIL() << "the root process did not send its unique id";
+  }
+
+  std::optional<Error> error;
+  std::thread rank1([&] {
+    try {
+      Bootstrap::create(id, 1, 3);
+    } catch (const Error& e) {
+      error = e;
+    }
+  });
+  std::this_thread::sleep_for(300ms);  // rank 1 has said hello and waits for ranks 0 and 2
+  const auto killedAt = Clock::now();
+  kill(rootProcess, SIGKILL);
+  waitpid(rootProcess, nullptr, 0);
+  rank1.join();
+  ASSERT_TRUE(error) << "rank 1 joined a job whose root was killed";
+  EXPECT_EQ(error->code(), tidalRemoteError) << error->what();
+  EXPECT_NE(std::string(error->what()).find("exited or was killed"), std::string::npos)
+      << error->what();
+  EXPECT_EQ(std::string(error->what()).find("wrong secret"), std::string::npos) << error->what();
+  EXPECT_LT(Clock::now() - killedAt, 10s);  // told by the close, not by its 30 s timeout
 }
 
 TEST(Bootstrap, MissingRankTimesOut) {
