@@ -58,6 +58,7 @@ class RootServer {
   bool collectHellos() {
     HelloAcceptor acceptor(listener_, wire::MsgType::Hello, sizeof(Secret) + kHelloBodyBytes,
                            secret_, name_, log::Subsys::Boot);
+    acceptor.explainRefusals();
     while (nranks_ < 0 || joined_ < nranks_) {
       auto hello = acceptor.next(deadline_);
       if (!hello) {

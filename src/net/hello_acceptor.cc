@@ -99,7 +99,7 @@ bool HelloAcceptor::readFrom(Pending& p) {
       // A Tidal peer of another protocol version is told why before the
       // close, so it does not mistake the close for a dead process; anything
       // without our magic gets nothing.
-      if (header.magic == wire::kMagic) {
+      if (explainRefusals_ && header.magic == wire::kMagic) {
         wire::sendReject(p.socket, tidalInvalidUsage, fmt::format("{} refused: {}", who_, problem));
       }
       drop(p, problem);
@@ -112,10 +112,12 @@ bool HelloAcceptor::readFrom(Pending& p) {
   if (!secretsEqual(presented, secret_)) {
     // Saying "wrong secret" tells a stranger nothing it did not know, and
     // tells a rank holding another job's unique id exactly what happened.
-    wire::sendReject(p.socket, tidalInvalidUsage,
-                     fmt::format("{} refused: wrong secret (this rank's unique id is not the one "
-                                 "its root was created with: a rank of another job?)",
-                                 who_));
+    if (explainRefusals_) {
+      wire::sendReject(p.socket, tidalInvalidUsage,
+                       fmt::format("{} refused: wrong secret (this rank's unique id is not the one "
+                                   "its root was created with: a rank of another job?)",
+                                   who_));
+    }
     drop(p, "wrong secret (a stranger, or a rank of another job)");
     return false;
   }

@@ -61,6 +61,12 @@ class HelloAcceptor {
   HelloAcceptor(Socket& listener, wire::MsgType type, size_t payloadBytes, const Secret& secret,
                 std::string who, log::Subsys subsys);
 
+  // Answer a Tidal peer's wrong secret or protocol version with a Reject
+  // naming it before the close (the bootstrap root: a refused rank waits for an
+  // answer and would otherwise read the close as a dead root). Transports
+  // leave it off: their peers read the close itself as the refusal.
+  void explainRefusals() { explainRefusals_ = true; }
+
   // The next connection that presented a well-formed hello with the right
   // secret, or nullopt once `deadline` passes. Everything else is logged as
   // a WARN naming the peer, and closed. A listener that was shut down
@@ -103,6 +109,7 @@ class HelloAcceptor {
   Secret secret_;
   std::string who_;
   log::Subsys subsys_;
+  bool explainRefusals_ = false;
   std::vector<Pending> pending_;
   size_t warnings_ = 0;
 };
