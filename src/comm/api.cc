@@ -194,7 +194,9 @@ tidalResult_t tidalAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                              tidalDataType_t datatype, tidalRedOp_t op, tidalComm_t comm,
                              void* stream) {
   constexpr const char* fn = "tidalAllReduce";
-  if (isPreMulSumOp(op))
+  // An invalid datatype stays on the plain path, whose checkType names it
+  // before anything loads it.
+  if (isPreMulSumOp(op) && isValidType(enumBits(datatype)))
     return preMulSumAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
   return groupGuarded(comm, [&] {
     Communicator& c = checkComm(comm, fn);
@@ -234,7 +236,9 @@ tidalResult_t tidalReduceScatter(const void* sendbuff, void* recvbuff, size_t re
                                  tidalDataType_t datatype, tidalRedOp_t op, tidalComm_t comm,
                                  void* stream) {
   constexpr const char* fn = "tidalReduceScatter";
-  if (isPreMulSumOp(op))
+  // An invalid datatype stays on the plain path, whose checkType names it
+  // before anything loads it.
+  if (isPreMulSumOp(op) && isValidType(enumBits(datatype)))
     return preMulSumReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   return groupGuarded(comm, [&] {
     Communicator& c = checkComm(comm, fn);
@@ -281,7 +285,9 @@ tidalResult_t tidalReduce(const void* sendbuff, void* recvbuff, size_t count,
                           tidalDataType_t datatype, tidalRedOp_t op, int root, tidalComm_t comm,
                           void* stream) {
   constexpr const char* fn = "tidalReduce";
-  if (isPreMulSumOp(op))
+  // An invalid datatype stays on the plain path, whose checkType names it
+  // before anything loads it.
+  if (isPreMulSumOp(op) && isValidType(enumBits(datatype)))
     return preMulSumReduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
   return groupGuarded(comm, [&] {
     Communicator& c = checkComm(comm, fn);

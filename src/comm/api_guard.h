@@ -203,17 +203,18 @@ inline Communicator& checkComm(tidalComm_t comm, const char* fn) {
   return *comm->impl;
 }
 
-inline void checkType(tidalComm_t comm, const char* fn, tidalDataType_t type) {
-  if (!isValidType(type)) {
+// By reference, so that an out-of-range value is never loaded (enumBits).
+inline void checkType(tidalComm_t comm, const char* fn, const tidalDataType_t& type) {
+  if (const int bits = enumBits(type); !isValidType(bits)) {
     fail(tidalInvalidArgument, "{}: datatype {} is not a tidalDataType_t (valid: 0..{})",
-         where(comm, fn), static_cast<int>(type), tidalNumTypes - 1);
+         where(comm, fn), bits, tidalNumTypes - 1);
   }
 }
 
-inline void checkOp(tidalComm_t comm, const char* fn, tidalRedOp_t op) {
-  if (!isValidOp(op)) {
+inline void checkOp(tidalComm_t comm, const char* fn, const tidalRedOp_t& op) {
+  if (const int bits = enumBits(op); !isValidOp(bits)) {
     fail(tidalInvalidArgument, "{}: op {} is not a tidalRedOp_t (valid: 0..{})", where(comm, fn),
-         static_cast<int>(op), tidalNumOps - 1);
+         bits, tidalNumOps - 1);
   }
 }
 

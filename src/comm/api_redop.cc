@@ -155,6 +155,15 @@ tidalResult_t tidalRedOpCreatePreMulSum(tidalRedOp_t* op, void* scalar, tidalDat
     if (!op) fail(tidalInvalidArgument, "{}: op is NULL", where(comm, fn));
     checkType(comm, fn, datatype);
     if (!scalar) fail(tidalInvalidArgument, "{}: scalar is NULL", where(comm, fn));
+    // Read as bits first: a caller's residence outside the enum is named,
+    // never loaded (enumBits).
+    const int residenceBits = enumBits(residence);
+    if (residenceBits != tidalScalarDevice && residenceBits != tidalScalarHostImmediate) {
+      fail(tidalInvalidArgument,
+           "{}: residence {} is not a tidalScalarResidence_t (0: tidalScalarDevice, 1: "
+           "tidalScalarHostImmediate)",
+           where(comm, fn), residenceBits);
+    }
     PreMulSumOp p;
     p.type = datatype;
     p.residence = residence;
@@ -174,11 +183,6 @@ tidalResult_t tidalRedOpCreatePreMulSum(tidalRedOp_t* op, void* scalar, tidalDat
              where(comm, fn), static_cast<const void*>(scalar));
       }
       p.deviceScalar = scalar;
-    } else {
-      fail(tidalInvalidArgument,
-           "{}: residence {} is not a tidalScalarResidence_t (0: tidalScalarDevice, 1: "
-           "tidalScalarHostImmediate)",
-           where(comm, fn), static_cast<int>(residence));
     }
     *op = comm->redOps.add(p);
   });

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 
+#include "core/dtype.h"
 #include "tidal/tidal.h"
 
 namespace tidal {
@@ -53,7 +54,8 @@ class RedOpTable {
 bool redOpLiveElsewhere(tidalRedOp_t op);
 
 // Operator values that are not built-in (the C API sends them to api_redop.cc).
-inline bool isPreMulSumOp(tidalRedOp_t op) { return static_cast<int>(op) >= tidalNumOps; }
+// By reference: a caller's negative op is read as bits (enumBits), not loaded.
+inline bool isPreMulSumOp(const tidalRedOp_t& op) { return enumBits(op) >= tidalNumOps; }
 
 // dst[i] = scalar * src[i] for `count` elements of op.type, scalar given as
 // bytes of that type. Integers wrap (unsigned arithmetic), float16/bfloat16

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <optional>
 #include <string_view>
 
@@ -10,6 +11,19 @@
 namespace tidal {
 
 inline bool isValidType(int t) { return t >= 0 && t < tidalNumTypes; }
+
+// The int a caller passed for an enum parameter, read without an enum-typed
+// load. C callers may pass any int, and in C++ loading an enum object that
+// holds a value outside its enumerators' range is undefined (UBSan's
+// -fsanitize=enum reports it), so validation reads the bits, and only a
+// validated value is ever loaded as the enum.
+template <class Enum>
+int enumBits(const Enum& e) {
+  static_assert(sizeof(Enum) == sizeof(int));
+  int bits;
+  std::memcpy(&bits, &e, sizeof bits);
+  return bits;
+}
 inline bool isValidOp(int op) { return op >= 0 && op < tidalNumOps; }
 
 // Bytes per element; 0 for an invalid type.
