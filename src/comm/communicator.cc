@@ -70,6 +70,7 @@ void Communicator::connect(const UniqueId& id) {
   }
   const EngineOptions engineOptions = engineOptionsFromParams(rank_);
   algorithms_ = AlgorithmChoice::fromParams(rank_);
+  checkCalls_ = params::getBool("TIDAL_CHECK_CALLS");
   busyPollMode_ = params::getString("TIDAL_BUSY_POLL");
   if (busyPollMode_ != "auto" && busyPollMode_ != "0" && busyPollMode_ != "1") {
     fail(tidalInvalidArgument, "rank {}: TIDAL_BUSY_POLL='{}' is not one of auto, 0, 1", rank_,
@@ -166,6 +167,13 @@ void Communicator::chooseSpinMode(int ranksOnThisHost) {
              cpus, busy ? "busy-poll, then sleep" : "yield, then sleep");
 }
 
+std::optional<CallSignature> Communicator::sign(CallKind kind, size_t count, int type, int op,
+                                                int root) {
+  // Numbered by execute(), under the call's lock.
+  if (!checkCalls_) return std::nullopt;
+  return CallSignature::make(kind, 0, count, type, op, root);
+}
+
 coll::CollectiveArgs Communicator::args(size_t count, tidalDataType_t type, tidalRedOp_t op,
                                         int root, bool inPlace) const {
   return {rank_, nranks_, count, type, op, root, engine_->options().chunkBytes, inPlace};
@@ -200,13 +208,17 @@ std::unique_lock<std::mutex> Communicator::enterCall(const char* what) {
 }
 
 template <typename Build, typename Prepare>
-void Communicator::execute(const char* what, const ScheduleCache::Key& key, const void* sendbuff,
-                           void* recvbuff, const CallMemory& memory, Build&& build,
-                           Prepare&& prepare) {
+void Communicator::execute(const char* what, const std::optional<CallSignature>& signature,
+                           const ScheduleCache::Key& key, const void* sendbuff, void* recvbuff,
+                           const CallMemory& memory, Build&& build, Prepare&& prepare) {
   // Schedules that name host addresses (Buffer::Address) are built per call.
   constexpr bool kCached = std::is_invocable_v<Build>;
   const std::unique_lock lock = enterCall(what);
   prepare();
+  // Every checked collective is numbered, host or device buffers, so that a
+  // mismatch report gives each rank's own call number.
+  std::optional<CallSignature> numbered = signature;
+  if (numbered) numbered->seq = collectivesCalled_++;
   if (memory.kind == MemoryKind::Cuda) {
     if (!device_) {
       fail(tidalInvalidUsage, "rank {}: {} on CUDA buffers, but this communicator has none: {}",
@@ -241,10 +253,21 @@ void Communicator::execute(const char* what, const ScheduleCache::Key& key, cons
   try {
     // Host buffers come after every stream-ordered call issued before them.
     if (device_ && !device_->idle()) device_->waitIdle(what);
+    // Host buffers only: the signature travels from host memory, which a
+    // device connection (cuda_ipc) cannot send.
+    std::optional<CallCheck> check;
+    if (numbered) {
+      check = CallCheck{*numbered};
+      if (numbered->root != CallSignature::kNone && nranks_ > 1) {
+        check->ringNext = (rank_ + 1) % nranks_;
+        check->ringPrev = (rank_ + nranks_ - 1) % nranks_;
+      }
+    }
+    const CallCheck* checked = check ? &*check : nullptr;
     if constexpr (kCached) {
-      engine_->run(schedules_.get(key, build), sendbuff, recvbuff, what);
+      engine_->run(schedules_.get(key, build), sendbuff, recvbuff, what, nullptr, checked);
     } else {
-      engine_->run(perCall, sendbuff, recvbuff, what);
+      engine_->run(perCall, sendbuff, recvbuff, what, nullptr, checked);
     }
   } catch (const Error& e) {
     breakWith(e);
@@ -282,15 +305,18 @@ void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
   };
   switch (algorithms_.allReduce(count * typeSize(type), engine_->options().chunkBytes, topology_)) {
     case AlgorithmChoice::AllReduce::RecursiveDoubling:
-      execute("AllReduce", key(kAllReduceRecursiveDoubling), sendbuff, recvbuff, memory,
+      execute("AllReduce", sign(CallKind::AllReduce, count, type, op, CallSignature::kNone),
+              key(kAllReduceRecursiveDoubling), sendbuff, recvbuff, memory,
               [&] { return coll::recursiveDoublingAllReduce(a); });
       break;
     case AlgorithmChoice::AllReduce::Hierarchical:
-      execute("AllReduce", key(kAllReduceHierarchical), sendbuff, recvbuff, memory,
+      execute("AllReduce", sign(CallKind::AllReduce, count, type, op, CallSignature::kNone),
+              key(kAllReduceHierarchical), sendbuff, recvbuff, memory,
               [&] { return coll::hierarchicalAllReduce(a, topology_); });
       break;
     case AlgorithmChoice::AllReduce::Ring:
-      execute("AllReduce", key(kAllReduceRing), sendbuff, recvbuff, memory,
+      execute("AllReduce", sign(CallKind::AllReduce, count, type, op, CallSignature::kNone),
+              key(kAllReduceRing), sendbuff, recvbuff, memory,
               [&] { return coll::ringAllReduce(a); });
       break;
   }
@@ -302,12 +328,16 @@ void Communicator::allGather(const void* sendbuff, void* recvbuff, size_t sendco
       static_cast<const char*>(recvbuff) + static_cast<size_t>(rank_) * sendcount * typeSize(type);
   const auto a = args(sendcount, type, tidalSum, 0, sendbuff == mySlot);
   if (algorithms_.hierarchicalAllGather(topology_)) {
-    execute("AllGather", {kAllGatherHierarchical, sendcount, type, tidalSum, 0, a.inPlace},
-            sendbuff, recvbuff, memory, [&] { return coll::hierarchicalAllGather(a, topology_); });
+    execute("AllGather",
+            sign(CallKind::AllGather, sendcount, type, CallSignature::kNone, CallSignature::kNone),
+            {kAllGatherHierarchical, sendcount, type, tidalSum, 0, a.inPlace}, sendbuff, recvbuff,
+            memory, [&] { return coll::hierarchicalAllGather(a, topology_); });
     return;
   }
-  execute("AllGather", {kAllGather, sendcount, type, tidalSum, 0, a.inPlace}, sendbuff, recvbuff,
-          memory, [&] { return coll::ringAllGather(a); });
+  execute("AllGather",
+          sign(CallKind::AllGather, sendcount, type, CallSignature::kNone, CallSignature::kNone),
+          {kAllGather, sendcount, type, tidalSum, 0, a.inPlace}, sendbuff, recvbuff, memory,
+          [&] { return coll::ringAllGather(a); });
 }
 
 void Communicator::reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
@@ -316,26 +346,30 @@ void Communicator::reduceScatter(const void* sendbuff, void* recvbuff, size_t re
       static_cast<const char*>(sendbuff) + static_cast<size_t>(rank_) * recvcount * typeSize(type);
   const auto a = args(recvcount, type, op, 0, recvbuff == mySlot);
   if (algorithms_.hierarchicalReduceScatter(topology_)) {
-    execute("ReduceScatter", {kReduceScatterHierarchical, recvcount, type, op, 0, a.inPlace},
-            sendbuff, recvbuff, memory,
-            [&] { return coll::hierarchicalReduceScatter(a, topology_); });
+    execute("ReduceScatter",
+            sign(CallKind::ReduceScatter, recvcount, type, op, CallSignature::kNone),
+            {kReduceScatterHierarchical, recvcount, type, op, 0, a.inPlace}, sendbuff, recvbuff,
+            memory, [&] { return coll::hierarchicalReduceScatter(a, topology_); });
     return;
   }
-  execute("ReduceScatter", {kReduceScatter, recvcount, type, op, 0, a.inPlace}, sendbuff, recvbuff,
-          memory, [&] { return coll::ringReduceScatter(a); });
+  execute("ReduceScatter", sign(CallKind::ReduceScatter, recvcount, type, op, CallSignature::kNone),
+          {kReduceScatter, recvcount, type, op, 0, a.inPlace}, sendbuff, recvbuff, memory,
+          [&] { return coll::ringReduceScatter(a); });
 }
 
 void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
                              tidalDataType_t type, int root, const CallMemory& memory) {
   const auto a = args(count, type, tidalSum, root, sendbuff == recvbuff);
-  execute("Broadcast", {kBroadcast, count, type, tidalSum, root, a.inPlace}, sendbuff, recvbuff,
-          memory, [&] { return coll::chainBroadcast(a); });
+  execute("Broadcast", sign(CallKind::Broadcast, count, type, CallSignature::kNone, root),
+          {kBroadcast, count, type, tidalSum, root, a.inPlace}, sendbuff, recvbuff, memory,
+          [&] { return coll::chainBroadcast(a); });
 }
 
 void Communicator::reduce(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type,
                           tidalRedOp_t op, int root, const CallMemory& memory) {
   const auto a = args(count, type, op, root, sendbuff == recvbuff);
-  execute("Reduce", {kReduce, count, type, op, root, a.inPlace}, sendbuff, recvbuff, memory,
+  execute("Reduce", sign(CallKind::Reduce, count, type, op, root),
+          {kReduce, count, type, op, root, a.inPlace}, sendbuff, recvbuff, memory,
           [&] { return coll::chainReduce(a); });
 }
 
@@ -349,19 +383,26 @@ void Communicator::barrier(const CallMemory& memory) {
   // Recursive doubling sends the whole buffer in one staging slot: with more
   // ranks than a chunk has bytes, the ring keeps each transfer within a slot.
   const bool fits = a.count <= engine_->options().chunkBytes;
-  execute("Barrier", {kBarrier, a.count, a.type, a.op, fits ? 0 : 1, true}, bytes, bytes, memory,
-          [&] { return fits ? coll::recursiveDoublingAllReduce(a) : coll::ringAllReduce(a); });
+  execute(
+      "Barrier",
+      sign(CallKind::Barrier, 0, CallSignature::kNone, CallSignature::kNone, CallSignature::kNone),
+      {kBarrier, a.count, a.type, a.op, fits ? 0 : 1, true}, bytes, bytes, memory,
+      [&] { return fits ? coll::recursiveDoublingAllReduce(a) : coll::ringAllReduce(a); });
 }
 
 void Communicator::allToAll(const void* sendbuff, void* recvbuff, size_t count,
                             tidalDataType_t type, const CallMemory& memory) {
   const auto a = args(count, type, tidalSum, 0, sendbuff == recvbuff);
   if (algorithms_.bruckAllToAll(count * typeSize(type), nranks_)) {
-    execute("AllToAll", {kAllToAllBruck, count, type, tidalSum, 0, a.inPlace}, sendbuff, recvbuff,
-            memory, [&] { return coll::bruckAllToAll(a); });
+    execute("AllToAll",
+            sign(CallKind::AllToAll, count, type, CallSignature::kNone, CallSignature::kNone),
+            {kAllToAllBruck, count, type, tidalSum, 0, a.inPlace}, sendbuff, recvbuff, memory,
+            [&] { return coll::bruckAllToAll(a); });
     return;
   }
-  execute("AllToAll", {kAllToAll, count, type, tidalSum, 0, a.inPlace}, sendbuff, recvbuff, memory,
+  execute("AllToAll",
+          sign(CallKind::AllToAll, count, type, CallSignature::kNone, CallSignature::kNone),
+          {kAllToAll, count, type, tidalSum, 0, a.inPlace}, sendbuff, recvbuff, memory,
           [&] { return coll::pairwiseAllToAll(a); });
 }
 
@@ -369,7 +410,9 @@ void Communicator::allToAllv(const void* sendbuff, void* recvbuff,
                              const coll::AllToAllvLayout& layout, tidalDataType_t type,
                              const CallMemory& memory) {
   const auto a = args(0, type, tidalSum, 0, false);
-  execute("AllToAllv", {}, sendbuff, recvbuff, memory,
+  execute("AllToAllv",
+          sign(CallKind::AllToAllv, 0, type, CallSignature::kNone, CallSignature::kNone), {},
+          sendbuff, recvbuff, memory,
           [&](std::vector<uint64_t>& sizes) { return coll::pairwiseAllToAllv(a, layout, sizes); });
 }
 
@@ -380,11 +423,13 @@ void Communicator::gather(const void* sendbuff, void* recvbuff, size_t count, ti
                                                         block * static_cast<size_t>(root);
   const auto a = args(count, type, tidalSum, root, inPlace);
   if (algorithms_.treeGather(block, nranks_)) {
-    execute("Gather", {kGatherTree, count, type, tidalSum, root, inPlace}, sendbuff, recvbuff,
-            memory, [&] { return coll::binomialGather(a); });
+    execute("Gather", sign(CallKind::Gather, count, type, CallSignature::kNone, root),
+            {kGatherTree, count, type, tidalSum, root, inPlace}, sendbuff, recvbuff, memory,
+            [&] { return coll::binomialGather(a); });
     return;
   }
-  execute("Gather", {kGather, count, type, tidalSum, root, inPlace}, sendbuff, recvbuff, memory,
+  execute("Gather", sign(CallKind::Gather, count, type, CallSignature::kNone, root),
+          {kGather, count, type, tidalSum, root, inPlace}, sendbuff, recvbuff, memory,
           [&] { return coll::directGather(a); });
 }
 
@@ -395,11 +440,13 @@ void Communicator::scatter(const void* sendbuff, void* recvbuff, size_t count, t
                                                         block * static_cast<size_t>(root);
   const auto a = args(count, type, tidalSum, root, inPlace);
   if (algorithms_.treeScatter(block, nranks_)) {
-    execute("Scatter", {kScatterTree, count, type, tidalSum, root, inPlace}, sendbuff, recvbuff,
-            memory, [&] { return coll::binomialScatter(a); });
+    execute("Scatter", sign(CallKind::Scatter, count, type, CallSignature::kNone, root),
+            {kScatterTree, count, type, tidalSum, root, inPlace}, sendbuff, recvbuff, memory,
+            [&] { return coll::binomialScatter(a); });
     return;
   }
-  execute("Scatter", {kScatter, count, type, tidalSum, root, inPlace}, sendbuff, recvbuff, memory,
+  execute("Scatter", sign(CallKind::Scatter, count, type, CallSignature::kNone, root),
+          {kScatter, count, type, tidalSum, root, inPlace}, sendbuff, recvbuff, memory,
           [&] { return coll::directScatter(a); });
 }
 
@@ -412,7 +459,7 @@ void Communicator::pointToPoint(const coll::P2pOp& op, const CallMemory& memory)
   const size_t chunk = engine_->options().chunkBytes;
   // The peer is the key's root; the schedule names the buffer as the run's own.
   execute(
-      send ? "Send" : "Recv",
+      send ? "Send" : "Recv", std::nullopt,
       {send ? kSend : kRecv, op.bytes, tidalUint8, tidalSum, op.peer, false}, op.buffer, op.buffer,
       memory, [&] { return coll::p2pSingle(op, chunk, &sendSizeWord_); },
       [&] { sendSizeWord_ = op.bytes; });
@@ -423,7 +470,7 @@ void Communicator::pointToPoint(const std::vector<coll::P2pOp>& ops, const CallM
   const char* what = ops.size() == 1 ? (ops[0].kind == coll::P2pOp::Kind::Send ? "Send" : "Recv")
                                      : "Send/Recv group";
   const size_t chunk = engine_->options().chunkBytes;
-  execute(what, {}, nullptr, nullptr, memory,
+  execute(what, std::nullopt, {}, nullptr, nullptr, memory,
           [&](std::vector<uint64_t>& sizes) { return coll::p2pGroup(rank_, ops, chunk, sizes); });
 }
 

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -118,16 +119,22 @@ class Communicator {
   // communicator locked for this call.
   // `prepare` runs once the call holds the communicator, before the schedule
   // runs (it fills what a cached schedule reads, such as sendSizeWord_).
+  // `signature`: the collective's (sign()), checked against each peer's on
+  // host buffers; none for Send/Recv, whose messages carry their sizes.
   template <typename Build, typename Prepare = void (*)()>
   void execute(
-      const char* what, const ScheduleCache::Key& key, const void* sendbuff, void* recvbuff,
-      const CallMemory& memory, Build&& build, Prepare&& prepare = [] {});
+      const char* what, const std::optional<CallSignature>& signature,
+      const ScheduleCache::Key& key, const void* sendbuff, void* recvbuff, const CallMemory& memory,
+      Build&& build, Prepare&& prepare = [] {});
   // Builds the device path (collective): device buffers' connections and
   // progress thread, or the reason there is none.
   void connectDevices();
   coll::CollectiveArgs args(size_t count, tidalDataType_t type, tidalRedOp_t op, int root,
                             bool inPlace) const;
   void breakWith(const Error& error);
+  // This rank's next collective as its peers must see it (call_signature.h),
+  // to be numbered by execute(); none when TIDAL_CHECK_CALLS=0.
+  std::optional<CallSignature> sign(CallKind kind, size_t count, int type, int op, int root);
   // Busy-poll when this host's ranks fit its CPUs, else yield (TIDAL_BUSY_POLL).
   void chooseSpinMode(int ranksOnThisHost);
 
@@ -147,6 +154,8 @@ class Communicator {
   std::vector<uint8_t> barrierBuffer_;
   std::vector<uint64_t> messageSizes_;  // size messages of the sized schedule running now
   uint64_t sendSizeWord_ = 0;           // the size message of a single Send running now
+  bool checkCalls_ = true;              // TIDAL_CHECK_CALLS
+  uint64_t collectivesCalled_ = 0;      // checked collectives run so far (under opMutex_)
 
   std::mutex opMutex_;
   std::atomic<int> callsInFlight_{0};

@@ -10,7 +10,7 @@ namespace tidal {
 
 namespace {
 
-constexpr std::array<const char*, 14> kNames = {
+constexpr std::array<const char*, 15> kNames = {
     "TIDAL_CHUNK_SIZE",
     "TIDAL_STAGING_SLOTS",
     "TIDAL_ALLREDUCE_RD_BYTES",
@@ -25,6 +25,7 @@ constexpr std::array<const char*, 14> kNames = {
     "TIDAL_SCATTER_TREE_BYTES",
     "TIDAL_NET",
     "TIDAL_SHM_DISABLE",
+    "TIDAL_CHECK_CALLS",
 };
 
 // One value per setting, fixed width so the exchange is one bounded allGather.

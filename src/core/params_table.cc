@@ -103,6 +103,9 @@ const std::vector<Definition>& definitions() {
        "Receive staging slots of TIDAL_CHUNK_SIZE per connection (persistent, pre-touched)."},
       {"TIDAL_SPIN_US", Kind::Int, "5000",
        "Microseconds a wait spins (TIDAL_BUSY_POLL says how) before it sleeps in poll()."},
+      {"TIDAL_CHECK_CALLS", Kind::Bool, "1",
+       "1: each collective sends its signature (collective, count, datatype, op, root, call "
+       "number) ahead of its data, and ranks that disagree fail naming both calls (all ranks)."},
       {"TIDAL_BUSY_POLL", Kind::String, "auto",
        "How a wait spins: 1 busy-polls (no system call), 0 yields the CPU each round, auto "
        "busy-polls when the host's ranks fit its CPUs."},

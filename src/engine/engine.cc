@@ -68,7 +68,7 @@ constexpr auto kSleepStep = std::chrono::microseconds(50);
 class Engine::Run {
  public:
   Run(Engine& engine, const coll::Schedule& s, const void* sendbuff, void* recvbuff,
-      const char* what, const std::atomic<bool>* alsoAborted)
+      const char* what, const std::atomic<bool>* alsoAborted, const CallCheck* check)
       : e_(engine),
         plane_(*engine.plane_),
         s_(s),
@@ -78,7 +78,9 @@ class Engine::Run {
         recv_(static_cast<char*>(recvbuff)),
         scratch_(plane_.scratch(s.scratchBytes)),
         staging_(plane_.staging()),
-        st_(engine.state_) {
+        st_(engine.state_),
+        check_(check),
+        signature_(check ? &check->signature : nullptr) {
     st_.sendSeq.assign(s.sends.size(), 0);
     st_.recvSeq.assign(s.recvs.size(), 0);
     st_.recvSlot.assign(s.recvs.size(), -1);
@@ -96,14 +98,32 @@ class Engine::Run {
     // Sends first: opening a send connection never waits for the peer, so
     // ranks that open links to each other in this run cannot deadlock.
     for (const auto& op : s.sends) note(&e_.openSendConnection(op.peer, what));
+    if (check_ && check_->ringNext >= 0) note(&e_.openSendConnection(check_->ringNext, what));
     for (const auto& op : s.recvs) note(&e_.openRecvConnection(op.peer, what));
+    if (check_ && check_->ringPrev >= 0) note(&e_.openRecvConnection(check_->ringPrev, what));
     freeSlots_ = e_.options_.stagingSlots;
+    if (signature_) noteSignatureLinks();
   }
 
   void execute() {
+    if (!signature_) return loop();
+    try {
+      postSignatures();
+      loop();
+    } catch (const Error&) {
+      // A peer that found the mismatch first breaks off its connections, and
+      // our own sends can fail on that before we read its signature: the
+      // mismatch, when its record is here, says more than the lost link.
+      explainWithSignatures();
+      throw;
+    }
+  }
+
+ private:
+  void loop() {
     for (const auto& c : s_.prologue) plane_.copy(resolve(c.dst), resolve(c.src), c.bytes);
     auto lastMove = Clock::now();
-    while (sendsDone_ < s_.sends.size() || recvsDone_ < s_.recvs.size()) {
+    while (sendsDone_ < s_.sends.size() || recvsDone_ < s_.recvs.size() || !signaturesSettled()) {
       checkAborted();
       bool moved = postSends();
       moved |= postRecvs();
@@ -134,12 +154,108 @@ class Engine::Run {
     }
   }
 
- private:
   void checkAborted() const {
     if (e_.aborted_.load(std::memory_order_relaxed) ||
         (alsoAborted_ && alsoAborted_->load(std::memory_order_relaxed))) {
       fail(tidalRemoteError, "rank {}: {}{} aborted (tidalCommAbort or an earlier error)", e_.rank_,
            what_, plane_.where());
+    }
+  }
+
+  // The connections the signatures travel on, each once: every send
+  // connection carries ours, every receive connection brings the peer's.
+  void noteSignatureLinks() {
+    // The previous run's peers are forgotten (the map is reused, not
+    // reallocated, and a run that failed half-way left its entries).
+    for (int peer : st_.signaturePeers) st_.peerSignature[static_cast<size_t>(peer)] = -1;
+    st_.signaturePeers.clear();
+    st_.sendLinks.clear();
+    st_.signatureLinks.clear();
+    auto sendTo = [this](int peer) {
+      Connection* c = &e_.sendConnection(peer, what_);
+      if (std::find(st_.sendLinks.begin(), st_.sendLinks.end(), c) == st_.sendLinks.end())
+        st_.sendLinks.push_back(c);
+    };
+    auto recvFrom = [this](int peer) {
+      const auto p = static_cast<size_t>(peer);
+      if (st_.peerSignature.size() <= p) st_.peerSignature.resize(p + 1, -1);
+      if (st_.peerSignature[p] >= 0) return;
+      st_.peerSignature[p] = static_cast<int>(st_.signatureLinks.size());
+      st_.signaturePeers.push_back(peer);
+      st_.signatureLinks.push_back(&e_.recvConnection(peer, what_));
+    };
+    for (const auto& op : s_.sends) sendTo(op.peer);
+    if (check_->ringNext >= 0) sendTo(check_->ringNext);
+    for (const auto& op : s_.recvs) recvFrom(op.peer);
+    if (check_->ringPrev >= 0) recvFrom(check_->ringPrev);
+    const size_t n = st_.signatureLinks.size();
+    st_.peerSignatures.resize(std::max(st_.peerSignatures.size(), n));
+    st_.signatureSeq.assign(n, 0);
+    st_.signatureChecked.assign(n, 0);
+    st_.sendSignatureSeq.assign(st_.sendLinks.size(), 0);
+    signaturesSettled_ = false;
+  }
+
+  // Ours ahead of any data we send, the peers' ahead of any data we take.
+  // Nothing waits on our signature's sends: each connection's data sends
+  // follow it, and the run waits for those.
+  void postSignatures() {
+    e_.sendSignature_ = *signature_;
+    for (size_t i = 0; i < st_.sendLinks.size(); ++i) {
+      st_.sendSignatureSeq[i] = st_.sendLinks[i]->posted();
+      st_.sendLinks[i]->post(&e_.sendSignature_, sizeof(CallSignature));
+    }
+    for (size_t i = 0; i < st_.signatureLinks.size(); ++i) {
+      st_.signatureSeq[i] = st_.signatureLinks[i]->posted();
+      st_.signatureLinks[i]->post(&st_.peerSignatures[i], sizeof(CallSignature));
+    }
+  }
+
+  // Whether data from `peer` may be received: its signature has arrived and
+  // matched ours. A mismatch fails the run before any of its bytes land.
+  bool peerSignatureMatched(int peer) {
+    const int i = st_.peerSignature[static_cast<size_t>(peer)];
+    const auto idx = static_cast<size_t>(i);
+    if (st_.signatureChecked[idx]) return true;
+    if (st_.signatureLinks[idx]->completed() <= st_.signatureSeq[idx]) return false;
+    if (auto text = signatureMismatch(e_.rank_, *signature_, peer, st_.peerSignatures[idx]))
+      fail(tidalInvalidUsage, "rank {}: {}: {}", e_.rank_, what_, *text);
+    st_.signatureChecked[idx] = 1;
+    return true;
+  }
+
+  // Whether every signature of this run has gone out and every peer's has
+  // arrived and matched. Data transfers imply it on the links they use; the
+  // ring links of a rooted collective carry nothing else, and the run must
+  // not end with their transfers pending.
+  bool signaturesSettled() {
+    if (!signature_ || signaturesSettled_) return true;
+    for (size_t i = 0; i < st_.signatureLinks.size(); ++i) {
+      if (!peerSignatureMatched(st_.signaturePeers[i])) return false;
+    }
+    for (size_t i = 0; i < st_.sendLinks.size(); ++i) {
+      if (st_.sendLinks[i]->completed() <= st_.sendSignatureSeq[i]) return false;
+    }
+    signaturesSettled_ = true;
+    return true;
+  }
+
+  // After a failure: a peer's signature that arrived (or arrives in what the
+  // transport already holds) and does not match is the better explanation.
+  void explainWithSignatures() {
+    for (size_t i = 0; i < st_.signatureLinks.size(); ++i) {
+      if (st_.signatureChecked[i]) continue;
+      Connection* c = st_.signatureLinks[i];
+      try {
+        for (int round = 0; round < 4 && c->completed() <= st_.signatureSeq[i]; ++round)
+          c->progress();
+      } catch (const Error&) {
+        // The link is gone; whatever arrived before it went is still counted.
+      }
+      if (c->completed() <= st_.signatureSeq[i]) continue;
+      const int peer = st_.signaturePeers[i];
+      if (auto text = signatureMismatch(e_.rank_, *signature_, peer, st_.peerSignatures[i]))
+        fail(tidalInvalidUsage, "rank {}: {}: {}", e_.rank_, what_, *text);
     }
   }
 
@@ -169,6 +285,7 @@ class Engine::Run {
     while (nextRecvPost_ < s_.recvs.size()) {
       const auto& op = s_.recvs[nextRecvPost_];
       Connection& c = e_.recvConnection(op.peer, what_);
+      if (signature_ && !peerSignatureMatched(op.peer)) break;
       size_t bytes = op.bytes;
       if (op.sizedBy >= 0) {
         // A piece of a sized message: its length is known once the size arrived.
@@ -222,6 +339,12 @@ class Engine::Run {
     st_.sizes[i] = plane_.readSize(resolve(op.dst));
     const uint64_t total = messageSize(i);
     if (total <= op.sizeLimit) return;
+    if (total == CallSignature::kMagic) {
+      fail(tidalInvalidUsage,
+           "rank {}: {}: rank {} is in a collective (its call signature arrived where this "
+           "rank's receive from it expected a message): the two ranks' calls are out of step",
+           e_.rank_, what_, op.peer);
+    }
     fail(tidalInvalidUsage,
          "rank {}: {}: a receive of {} bytes from rank {} matched a send of {} bytes from rank {}; "
          "it would be truncated (the receive's count is too small, or the two ranks posted their "
@@ -342,9 +465,21 @@ class Engine::Run {
     ::poll(st_.pollFds.data(), st_.pollFds.size(), 100);
   }
 
+  // A peer whose signature this run still waits for, or -1.
+  int firstMissingSignature() const {
+    if (!signature_) return -1;
+    for (size_t i = 0; i < st_.signatureLinks.size(); ++i) {
+      if (st_.signatureLinks[i]->completed() <= st_.signatureSeq[i]) return st_.signaturePeers[i];
+    }
+    return -1;
+  }
+
   [[noreturn]] void timeout() const {
     std::string waiting;
-    if (sendsDone_ == s_.sends.size() && recvsDone_ == s_.recvs.size()) {
+    if (const int peer = firstMissingSignature(); peer >= 0) {
+      waiting = fmt::format("rank {} to call {} (its call signature has not arrived)", peer,
+                            signature_->describe());
+    } else if (sendsDone_ == s_.sends.size() && recvsDone_ == s_.recvs.size()) {
       waiting = "the GPU to finish the engine stream";
     } else if (recvsDone_ < s_.recvs.size()) {
       waiting = fmt::format("data from rank {} (receive {} of {})", s_.recvs[recvsDone_].peer,
@@ -367,6 +502,9 @@ class Engine::Run {
   char* scratch_;
   char* staging_;
   RunState& st_;
+  const CallCheck* check_;
+  const CallSignature* signature_;  // check_'s, or null
+  bool signaturesSettled_ = false;
   size_t nextSend_ = 0, sendsDone_ = 0;
   size_t nextRecvPost_ = 0, recvsDone_ = 0;
   size_t nextCopy_ = 0;  // next of Schedule::recvCopies
@@ -379,8 +517,8 @@ class Engine::Run {
 };
 
 void Engine::run(const coll::Schedule& schedule, const void* sendbuff, void* recvbuff,
-                 const char* what, const std::atomic<bool>* alsoAborted) {
-  Run(*this, schedule, sendbuff, recvbuff, what, alsoAborted).execute();
+                 const char* what, const std::atomic<bool>* alsoAborted, const CallCheck* check) {
+  Run(*this, schedule, sendbuff, recvbuff, what, alsoAborted, check).execute();
 }
 
 }  // namespace tidal

@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "collectives/schedule.h"
+#include "engine/call_signature.h"
 #include "engine/data_plane.h"
 #include "transports/transport.h"
 
@@ -91,9 +92,13 @@ class Engine {
 
   // Runs `schedule` to completion; `what` names the collective in errors.
   // `alsoAborted`, when given, ends the run like abort() (the stream
-  // engine's flag).
+  // engine's flag). `check`, when given (host buffers only: its signature
+  // travels from host memory), puts our call signature ahead of the data on
+  // every send connection (and the ring link of a rooted collective), and
+  // every receive connection's first transfer must be the peer's matching
+  // signature before any data receive is posted on it (call_signature.h).
   void run(const coll::Schedule& schedule, const void* sendbuff, void* recvbuff, const char* what,
-           const std::atomic<bool>* alsoAborted = nullptr);
+           const std::atomic<bool>* alsoAborted = nullptr, const CallCheck* check = nullptr);
 
   DataPlane& plane() const { return *plane_; }
 
@@ -124,8 +129,22 @@ class Engine {
     std::vector<uint64_t> sizes;         // what a size receive announced
     std::vector<PlaneReducer> reducers;  // per receive reduced on arrival
     std::vector<pollfd> pollFds;
+    // Call signatures: one per receive connection (in order of first use),
+    // and which of them has arrived and matched; peerSignature maps a peer
+    // to its index (-1: none yet).
+    std::vector<Connection*> sendLinks;
+    std::vector<Connection*> signatureLinks;
+    std::vector<CallSignature> peerSignatures;
+    std::vector<uint64_t> signatureSeq;
+    std::vector<char> signatureChecked;
+    std::vector<int> peerSignature;
+    std::vector<int> signaturePeers;         // the peers peerSignature maps now
+    std::vector<uint64_t> sendSignatureSeq;  // per sendLinks: our signature's transfer
   };
   RunState state_;
+  // The signature this run sends; it stays put until the run's sends (each
+  // behind it on its connection) have completed.
+  CallSignature sendSignature_;
   // How long waits spin now: TIDAL_SPIN_US, or less after waits that the
   // spinning only delayed (Run::endOfWait).
   std::chrono::microseconds spin_;
