@@ -59,18 +59,28 @@ struct CallSignature {
   int32_t type = kNone;
   int32_t op = kNone;
   int32_t root = kNone;
-  uint64_t reserved = 0;
+  // Not part of the call: the sender's first data transfer on this link,
+  // carried here when it is small and ready at the start (inlineBytes > 0),
+  // so that a small collective moves one transfer per link, as it would
+  // unchecked, and its data arrives with the record it is checked against.
+  uint32_t inlineBytes = 0;
+  uint32_t padding = 0;
+  static constexpr size_t kInlineCapacity = 16;
+  unsigned char inlineData[kInlineCapacity] = {};
 
   static CallSignature make(CallKind kind, uint64_t seq, uint64_t count, int type, int op,
                             int root);
 
-  // "AllReduce(count 200, float32, sum)".
+  // "AllReduce(count 200, float32, sum)". The inline data is not described,
+  // nor compared by differences().
   std::string describe() const;
   // The fields in which `other` differs from this one, as "count, op", or
   // empty when the two describe the same call.
   std::string differences(const CallSignature& other) const;
 };
-static_assert(sizeof(CallSignature) == 48, "a call signature is 48 bytes on the wire");
+// One 64-byte transfer: on shm a transfer starts at a 64-byte boundary, so
+// the record and its inline data share one cache line.
+static_assert(sizeof(CallSignature) == 64, "a call signature is 64 bytes on the wire");
 
 // One checked call as the engine runs it. A collective with a root also
 // exchanges signatures around the ring (each rank sends to ringNext and

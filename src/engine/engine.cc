@@ -106,6 +106,9 @@ class Engine::Run {
   }
 
   void execute() {
+    // The prologue first: a send that rides inside a signature is read when
+    // the signature is posted, and may read what the prologue copies.
+    for (const auto& c : s_.prologue) plane_.copy(resolve(c.dst), resolve(c.src), c.bytes);
     if (!signature_) return loop();
     try {
       postSignatures();
@@ -121,13 +124,15 @@ class Engine::Run {
 
  private:
   void loop() {
-    for (const auto& c : s_.prologue) plane_.copy(resolve(c.dst), resolve(c.src), c.bytes);
     auto lastMove = Clock::now();
     while (sendsDone_ < s_.sends.size() || recvsDone_ < s_.recvs.size() || !signaturesSettled()) {
       checkAborted();
       bool moved = postSends();
       moved |= postRecvs();
       for (Connection* c : st_.connections) moved |= c->progress();
+      // A signature that progress() just brought may carry the data of the
+      // receive behind it: taken in this round, not the next.
+      if (signature_) moved |= postRecvs();
       moved |= completeRecvs();
       moved |= completeSends();
       if (moved) {
@@ -171,10 +176,13 @@ class Engine::Run {
     st_.signaturePeers.clear();
     st_.sendLinks.clear();
     st_.signatureLinks.clear();
-    auto sendTo = [this](int peer) {
+    st_.sendLinkFirstOp.clear();
+    auto sendTo = [this](int peer, int64_t op) {
       Connection* c = &e_.sendConnection(peer, what_);
-      if (std::find(st_.sendLinks.begin(), st_.sendLinks.end(), c) == st_.sendLinks.end())
+      if (std::find(st_.sendLinks.begin(), st_.sendLinks.end(), c) == st_.sendLinks.end()) {
         st_.sendLinks.push_back(c);
+        st_.sendLinkFirstOp.push_back(op);
+      }
     };
     auto recvFrom = [this](int peer) {
       const auto p = static_cast<size_t>(peer);
@@ -184,8 +192,8 @@ class Engine::Run {
       st_.signaturePeers.push_back(peer);
       st_.signatureLinks.push_back(&e_.recvConnection(peer, what_));
     };
-    for (const auto& op : s_.sends) sendTo(op.peer);
-    if (check_->ringNext >= 0) sendTo(check_->ringNext);
+    for (size_t i = 0; i < s_.sends.size(); ++i) sendTo(s_.sends[i].peer, static_cast<int64_t>(i));
+    if (check_->ringNext >= 0) sendTo(check_->ringNext, -1);
     for (const auto& op : s_.recvs) recvFrom(op.peer);
     if (check_->ringPrev >= 0) recvFrom(check_->ringPrev);
     const size_t n = st_.signatureLinks.size();
@@ -193,6 +201,10 @@ class Engine::Run {
     st_.signatureSeq.assign(n, 0);
     st_.signatureChecked.assign(n, 0);
     st_.sendSignatureSeq.assign(st_.sendLinks.size(), 0);
+    st_.sendSignatures.resize(std::max(st_.sendSignatures.size(), st_.sendLinks.size()));
+    st_.sendInline.assign(s_.sends.size(), -1);
+    st_.recvInline.assign(s_.recvs.size(), -1);
+    st_.firstRecvPosted.assign(n, 0);
     signaturesSettled_ = false;
   }
 
@@ -200,10 +212,26 @@ class Engine::Run {
   // Nothing waits on our signature's sends: each connection's data sends
   // follow it, and the run waits for those.
   void postSignatures() {
-    e_.sendSignature_ = *signature_;
+    // Only sends the first postSends() would post read their bytes now, as
+    // they would have been read then: those before the first that waits.
+    size_t ready = 0;
+    while (ready < s_.sends.size() && s_.sends[ready].afterRecv < 0) ++ready;
     for (size_t i = 0; i < st_.sendLinks.size(); ++i) {
+      CallSignature& sig = st_.sendSignatures[i];
+      sig = *signature_;
+      // The link's first send rides along when it is small and needs
+      // nothing received first (its bytes are final now: the prologue ran).
+      if (const int64_t k = st_.sendLinkFirstOp[i]; k >= 0) {
+        const auto& op = s_.sends[static_cast<size_t>(k)];
+        if (static_cast<size_t>(k) < ready && op.bytes > 0 &&
+            op.bytes <= CallSignature::kInlineCapacity) {
+          std::memcpy(sig.inlineData, resolve(op.src), op.bytes);
+          sig.inlineBytes = static_cast<uint32_t>(op.bytes);
+          st_.sendInline[static_cast<size_t>(k)] = static_cast<int>(i);
+        }
+      }
       st_.sendSignatureSeq[i] = st_.sendLinks[i]->posted();
-      st_.sendLinks[i]->post(&e_.sendSignature_, sizeof(CallSignature));
+      st_.sendLinks[i]->post(&sig, sizeof(CallSignature));
     }
     for (size_t i = 0; i < st_.signatureLinks.size(); ++i) {
       st_.signatureSeq[i] = st_.signatureLinks[i]->posted();
@@ -222,6 +250,41 @@ class Engine::Run {
       fail(tidalInvalidUsage, "rank {}: {}: {}", e_.rank_, what_, *text);
     st_.signatureChecked[idx] = 1;
     return true;
+  }
+
+  // The receive at nextRecvPost_, when it is the first from its peer and the
+  // peer's signature carried its data: nothing to post, it is complete.
+  bool takeInline(const coll::RecvOp& op) {
+    const auto link = static_cast<size_t>(st_.peerSignature[static_cast<size_t>(op.peer)]);
+    if (st_.firstRecvPosted[link]) return false;
+    st_.firstRecvPosted[link] = 1;
+    const CallSignature& theirs = st_.peerSignatures[link];
+    if (theirs.inlineBytes == 0) return false;
+    if (op.sizedBy >= 0 || op.bytes != theirs.inlineBytes ||
+        theirs.inlineBytes > CallSignature::kInlineCapacity) {
+      fail(tidalInvalidUsage,
+           "rank {}: {}: rank {} sent {} bytes with its call signature where this rank's first "
+           "receive from it takes {}: the two ranks' schedules differ (are TIDAL_* settings "
+           "equal on every rank?)",
+           e_.rank_, what_, op.peer, theirs.inlineBytes, op.bytes);
+    }
+    st_.recvInline[nextRecvPost_] = static_cast<int>(link);
+    st_.recvSeq[nextRecvPost_] = st_.signatureSeq[link];
+    ++nextRecvPost_;
+    return true;
+  }
+
+  // Lands (or reduces) a receive's data that came inside the signature.
+  void deliverInline(size_t i) {
+    const auto& op = s_.recvs[i];
+    const unsigned char* data =
+        st_.peerSignatures[static_cast<size_t>(st_.recvInline[i])].inlineData;
+    if (op.reduce) {
+      plane_.reduce(resolve(op.dst), resolve(op.localInput), data, op.bytes / typeSize(s_.type),
+                    s_.type, s_.op, op.divisor);
+    } else {
+      plane_.copy(resolve(op.dst), data, op.bytes);
+    }
   }
 
   // Whether every signature of this run has gone out and every peer's has
@@ -272,6 +335,13 @@ class Engine::Run {
     while (nextSend_ < s_.sends.size()) {
       const auto& op = s_.sends[nextSend_];
       if (op.afterRecv >= 0 && !st_.recvDone[static_cast<size_t>(op.afterRecv)]) break;
+      if (signature_ && st_.sendInline[nextSend_] >= 0) {
+        // Went with the signature: done when that transfer is.
+        st_.sendSeq[nextSend_] =
+            st_.sendSignatureSeq[static_cast<size_t>(st_.sendInline[nextSend_])];
+        ++nextSend_;
+        continue;
+      }
       Connection& c = e_.sendConnection(op.peer, what_);
       st_.sendSeq[nextSend_] = c.posted();
       c.post(resolve(op.src), op.bytes);
@@ -285,7 +355,10 @@ class Engine::Run {
     while (nextRecvPost_ < s_.recvs.size()) {
       const auto& op = s_.recvs[nextRecvPost_];
       Connection& c = e_.recvConnection(op.peer, what_);
-      if (signature_ && !peerSignatureMatched(op.peer)) break;
+      if (signature_) {
+        if (!peerSignatureMatched(op.peer)) break;
+        if (takeInline(op)) continue;
+      }
       size_t bytes = op.bytes;
       if (op.sizedBy >= 0) {
         // A piece of a sized message: its length is known once the size arrived.
@@ -360,6 +433,7 @@ class Engine::Run {
           e_.recvConnection(op.peer, what_).completed() <= st_.recvSeq[recvsDone_])
         break;
       if (op.afterSend >= 0 && !sendComplete(static_cast<size_t>(op.afterSend))) break;
+      if (signature_ && st_.recvInline[recvsDone_] >= 0) deliverInline(recvsDone_);
       if (op.sizeLimit != coll::RecvOp::kNoLimit) checkMessageSize(recvsDone_);
       // Only receives that reduce and were not reduced on arrival hold a slot.
       if (const int slot = st_.recvSlot[recvsDone_]; slot >= 0) {

@@ -138,13 +138,15 @@ class Engine {
     std::vector<uint64_t> signatureSeq;
     std::vector<char> signatureChecked;
     std::vector<int> peerSignature;
-    std::vector<int> signaturePeers;         // the peers peerSignature maps now
-    std::vector<uint64_t> sendSignatureSeq;  // per sendLinks: our signature's transfer
+    std::vector<int> signaturePeers;            // the peers peerSignature maps now
+    std::vector<uint64_t> sendSignatureSeq;     // per sendLinks: our signature's transfer
+    std::vector<int64_t> sendLinkFirstOp;       // per sendLinks: its first send (-1: ring only)
+    std::vector<CallSignature> sendSignatures;  // per sendLinks: ours, with its inline data
+    std::vector<int> sendInline;        // per send: the sendLinks index it went inline on, or -1
+    std::vector<int> recvInline;        // per receive: the signatureLinks index it came in, or -1
+    std::vector<char> firstRecvPosted;  // per signatureLinks
   };
   RunState state_;
-  // The signature this run sends; it stays put until the run's sends (each
-  // behind it on its connection) have completed.
-  CallSignature sendSignature_;
   // How long waits spin now: TIDAL_SPIN_US, or less after waits that the
   // spinning only delayed (Run::endOfWait).
   std::chrono::microseconds spin_;

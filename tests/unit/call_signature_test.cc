@@ -10,7 +10,7 @@
 namespace tidal {
 namespace {
 
-TEST(CallSignature, IsFortyEightBytesAndStartsWithItsMarker) {
+TEST(CallSignature, StartsWithItsMarker) {
   const auto s =
       CallSignature::make(CallKind::AllReduce, 0, 1, tidalFloat32, tidalSum, CallSignature::kNone);
   uint64_t first = 0;
@@ -18,6 +18,22 @@ TEST(CallSignature, IsFortyEightBytesAndStartsWithItsMarker) {
   EXPECT_EQ(first, CallSignature::kMagic);
   // "TIDALSIG" in memory, so a dump of the stream shows it.
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(&s), 8), "TIDALSIG");
+}
+
+// The data a record carries for the link's first transfer is not part of
+// the call: two ranks of one AllReduce send each other different inputs.
+TEST(CallSignature, InlineDataIsNotPartOfTheCall) {
+  auto a =
+      CallSignature::make(CallKind::AllReduce, 3, 2, tidalFloat32, tidalSum, CallSignature::kNone);
+  auto b = a;
+  a.inlineBytes = 8;
+  a.inlineData[0] = 1;
+  b.inlineBytes = 8;
+  b.inlineData[0] = 2;
+  EXPECT_EQ(a.differences(b), "");
+  EXPECT_FALSE(signatureMismatch(0, a, 1, b).has_value());
+  b.count = 4;
+  EXPECT_EQ(a.differences(b), "count");
 }
 
 TEST(CallSignature, MatchingCallsAreNotAMismatch) {
