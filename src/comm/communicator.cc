@@ -167,11 +167,16 @@ void Communicator::chooseSpinMode(int ranksOnThisHost) {
              cpus, busy ? "busy-poll, then sleep" : "yield, then sleep");
 }
 
-std::optional<CallSignature> Communicator::sign(CallKind kind, size_t count, int type, int op,
-                                                int root) {
+std::optional<CallCheck> Communicator::sign(CallKind kind, size_t count, int type, int op,
+                                            int root) {
   // Numbered by execute(), under the call's lock.
   if (!checkCalls_) return std::nullopt;
-  return CallSignature::make(kind, 0, count, type, op, root);
+  CallCheck check{CallSignature::make(kind, 0, count, type, op, root)};
+  if (root != CallSignature::kNone && nranks_ > 1) {
+    check.ringNext = (rank_ + 1) % nranks_;
+    check.ringPrev = (rank_ + nranks_ - 1) % nranks_;
+  }
+  return check;
 }
 
 coll::CollectiveArgs Communicator::args(size_t count, tidalDataType_t type, tidalRedOp_t op,
@@ -208,7 +213,7 @@ std::unique_lock<std::mutex> Communicator::enterCall(const char* what) {
 }
 
 template <typename Build, typename Prepare>
-void Communicator::execute(const char* what, const std::optional<CallSignature>& signature,
+void Communicator::execute(const char* what, std::optional<CallCheck> check,
                            const ScheduleCache::Key& key, const void* sendbuff, void* recvbuff,
                            const CallMemory& memory, Build&& build, Prepare&& prepare) {
   // Schedules that name host addresses (Buffer::Address) are built per call.
@@ -217,8 +222,7 @@ void Communicator::execute(const char* what, const std::optional<CallSignature>&
   prepare();
   // Every checked collective is numbered, host or device buffers, so that a
   // mismatch report gives each rank's own call number.
-  std::optional<CallSignature> numbered = signature;
-  if (numbered) numbered->seq = collectivesCalled_++;
+  if (check) check->signature.seq = collectivesCalled_++;
   if (memory.kind == MemoryKind::Cuda) {
     if (!device_) {
       fail(tidalInvalidUsage, "rank {}: {} on CUDA buffers, but this communicator has none: {}",
@@ -255,14 +259,6 @@ void Communicator::execute(const char* what, const std::optional<CallSignature>&
     if (device_ && !device_->idle()) device_->waitIdle(what);
     // Host buffers only: the signature travels from host memory, which a
     // device connection (cuda_ipc) cannot send.
-    std::optional<CallCheck> check;
-    if (numbered) {
-      check = CallCheck{*numbered};
-      if (numbered->root != CallSignature::kNone && nranks_ > 1) {
-        check->ringNext = (rank_ + 1) % nranks_;
-        check->ringPrev = (rank_ + nranks_ - 1) % nranks_;
-      }
-    }
     const CallCheck* checked = check ? &*check : nullptr;
     if constexpr (kCached) {
       engine_->run(schedules_.get(key, build), sendbuff, recvbuff, what, nullptr, checked);

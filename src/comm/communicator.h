@@ -119,13 +119,14 @@ class Communicator {
   // communicator locked for this call.
   // `prepare` runs once the call holds the communicator, before the schedule
   // runs (it fills what a cached schedule reads, such as sendSizeWord_).
-  // `signature`: the collective's (sign()), checked against each peer's on
-  // host buffers; none for Send/Recv, whose messages carry their sizes.
+  // `check`: the collective's signature (sign()), numbered here and checked
+  // against each peer's on host buffers; none for Send/Recv, whose messages
+  // carry their sizes.
   template <typename Build, typename Prepare = void (*)()>
   void execute(
-      const char* what, const std::optional<CallSignature>& signature,
-      const ScheduleCache::Key& key, const void* sendbuff, void* recvbuff, const CallMemory& memory,
-      Build&& build, Prepare&& prepare = [] {});
+      const char* what, std::optional<CallCheck> check, const ScheduleCache::Key& key,
+      const void* sendbuff, void* recvbuff, const CallMemory& memory, Build&& build,
+      Prepare&& prepare = [] {});
   // Builds the device path (collective): device buffers' connections and
   // progress thread, or the reason there is none.
   void connectDevices();
@@ -133,8 +134,9 @@ class Communicator {
                             bool inPlace) const;
   void breakWith(const Error& error);
   // This rank's next collective as its peers must see it (call_signature.h),
-  // to be numbered by execute(); none when TIDAL_CHECK_CALLS=0.
-  std::optional<CallSignature> sign(CallKind kind, size_t count, int type, int op, int root);
+  // with the ring neighbours a rooted collective also checks with; numbered
+  // by execute(); none when TIDAL_CHECK_CALLS=0.
+  std::optional<CallCheck> sign(CallKind kind, size_t count, int type, int op, int root);
   // Busy-poll when this host's ranks fit its CPUs, else yield (TIDAL_BUSY_POLL).
   void chooseSpinMode(int ranksOnThisHost);
 

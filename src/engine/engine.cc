@@ -79,8 +79,7 @@ class Engine::Run {
         scratch_(plane_.scratch(s.scratchBytes)),
         staging_(plane_.staging()),
         st_(engine.state_),
-        check_(check),
-        signature_(check ? &check->signature : nullptr) {
+        check_(check) {
     st_.sendSeq.assign(s.sends.size(), 0);
     st_.recvSeq.assign(s.recvs.size(), 0);
     st_.recvSlot.assign(s.recvs.size(), -1);
@@ -102,14 +101,14 @@ class Engine::Run {
     for (const auto& op : s.recvs) note(&e_.openRecvConnection(op.peer, what));
     if (check_ && check_->ringPrev >= 0) note(&e_.openRecvConnection(check_->ringPrev, what));
     freeSlots_ = e_.options_.stagingSlots;
-    if (signature_) noteSignatureLinks();
+    if (check_) noteSignatureLinks();
   }
 
   void execute() {
     // The prologue first: a send that rides inside a signature is read when
     // the signature is posted, and may read what the prologue copies.
     for (const auto& c : s_.prologue) plane_.copy(resolve(c.dst), resolve(c.src), c.bytes);
-    if (!signature_) return loop();
+    if (!check_) return loop();
     try {
       postSignatures();
       loop();
@@ -132,7 +131,7 @@ class Engine::Run {
       for (Connection* c : st_.connections) moved |= c->progress();
       // A signature that progress() just brought may carry the data of the
       // receive behind it: taken in this round, not the next.
-      if (signature_) moved |= postRecvs();
+      if (check_) moved |= postRecvs();
       moved |= completeRecvs();
       moved |= completeSends();
       if (moved) {
@@ -172,104 +171,94 @@ class Engine::Run {
   void noteSignatureLinks() {
     // The previous run's peers are forgotten (the map is reused, not
     // reallocated, and a run that failed half-way left its entries).
-    for (int peer : st_.signaturePeers) st_.peerSignature[static_cast<size_t>(peer)] = -1;
-    st_.signaturePeers.clear();
-    st_.sendLinks.clear();
-    st_.signatureLinks.clear();
-    st_.sendLinkFirstOp.clear();
-    auto sendTo = [this](int peer, int64_t op) {
+    for (const auto& r : st_.signatureRecvs) st_.recvOfPeer[static_cast<size_t>(r.peer)] = -1;
+    st_.signatureSends.clear();
+    st_.signatureRecvs.clear();
+    auto sendTo = [this](int peer, int64_t firstSend) {
       Connection* c = &e_.sendConnection(peer, what_);
-      if (std::find(st_.sendLinks.begin(), st_.sendLinks.end(), c) == st_.sendLinks.end()) {
-        st_.sendLinks.push_back(c);
-        st_.sendLinkFirstOp.push_back(op);
-      }
+      for (const auto& l : st_.signatureSends)
+        if (l.link == c) return;
+      st_.signatureSends.push_back({c, firstSend, 0, check_->signature});
     };
     auto recvFrom = [this](int peer) {
       const auto p = static_cast<size_t>(peer);
-      if (st_.peerSignature.size() <= p) st_.peerSignature.resize(p + 1, -1);
-      if (st_.peerSignature[p] >= 0) return;
-      st_.peerSignature[p] = static_cast<int>(st_.signatureLinks.size());
-      st_.signaturePeers.push_back(peer);
-      st_.signatureLinks.push_back(&e_.recvConnection(peer, what_));
+      if (st_.recvOfPeer.size() <= p) st_.recvOfPeer.resize(p + 1, -1);
+      if (st_.recvOfPeer[p] >= 0) return;
+      st_.recvOfPeer[p] = static_cast<int>(st_.signatureRecvs.size());
+      st_.signatureRecvs.push_back({&e_.recvConnection(peer, what_), peer, 0, false, false, {}});
     };
     for (size_t i = 0; i < s_.sends.size(); ++i) sendTo(s_.sends[i].peer, static_cast<int64_t>(i));
     if (check_->ringNext >= 0) sendTo(check_->ringNext, -1);
     for (const auto& op : s_.recvs) recvFrom(op.peer);
     if (check_->ringPrev >= 0) recvFrom(check_->ringPrev);
-    const size_t n = st_.signatureLinks.size();
-    st_.peerSignatures.resize(std::max(st_.peerSignatures.size(), n));
-    st_.signatureSeq.assign(n, 0);
-    st_.signatureChecked.assign(n, 0);
-    st_.sendSignatureSeq.assign(st_.sendLinks.size(), 0);
-    st_.sendSignatures.resize(std::max(st_.sendSignatures.size(), st_.sendLinks.size()));
     st_.sendInline.assign(s_.sends.size(), -1);
     st_.recvInline.assign(s_.recvs.size(), -1);
-    st_.firstRecvPosted.assign(n, 0);
-    signaturesSettled_ = false;
   }
 
   // Ours ahead of any data we send, the peers' ahead of any data we take.
   // Nothing waits on our signature's sends: each connection's data sends
-  // follow it, and the run waits for those.
+  // follow it, and the run waits for those (signaturesSettled for the rest).
   void postSignatures() {
     // Only sends the first postSends() would post read their bytes now, as
     // they would have been read then: those before the first that waits.
     size_t ready = 0;
     while (ready < s_.sends.size() && s_.sends[ready].afterRecv < 0) ++ready;
-    for (size_t i = 0; i < st_.sendLinks.size(); ++i) {
-      CallSignature& sig = st_.sendSignatures[i];
-      sig = *signature_;
-      // The link's first send rides along when it is small and needs
-      // nothing received first (its bytes are final now: the prologue ran).
-      if (const int64_t k = st_.sendLinkFirstOp[i]; k >= 0) {
-        const auto& op = s_.sends[static_cast<size_t>(k)];
-        if (static_cast<size_t>(k) < ready && op.bytes > 0 &&
-            op.bytes <= CallSignature::kInlineCapacity) {
-          std::memcpy(sig.inlineData, resolve(op.src), op.bytes);
-          sig.inlineBytes = static_cast<uint32_t>(op.bytes);
-          st_.sendInline[static_cast<size_t>(k)] = static_cast<int>(i);
+    for (size_t i = 0; i < st_.signatureSends.size(); ++i) {
+      auto& l = st_.signatureSends[i];
+      // The link's first send rides along when it is small and would be
+      // posted at once (its bytes are final now: the prologue ran).
+      if (l.firstSend >= 0) {
+        const auto k = static_cast<size_t>(l.firstSend);
+        const auto& op = s_.sends[k];
+        if (k < ready && op.bytes > 0 && op.bytes <= CallSignature::kInlineCapacity) {
+          std::memcpy(l.record.inlineData, resolve(op.src), op.bytes);
+          l.record.inlineBytes = static_cast<uint32_t>(op.bytes);
+          st_.sendInline[k] = static_cast<int>(i);
         }
       }
-      st_.sendSignatureSeq[i] = st_.sendLinks[i]->posted();
-      st_.sendLinks[i]->post(&sig, sizeof(CallSignature));
+      l.seq = l.link->posted();
+      l.link->post(&l.record, sizeof(CallSignature));
     }
-    for (size_t i = 0; i < st_.signatureLinks.size(); ++i) {
-      st_.signatureSeq[i] = st_.signatureLinks[i]->posted();
-      st_.signatureLinks[i]->post(&st_.peerSignatures[i], sizeof(CallSignature));
+    for (auto& r : st_.signatureRecvs) {
+      r.seq = r.link->posted();
+      r.link->post(&r.record, sizeof(CallSignature));
     }
   }
 
   // Whether data from `peer` may be received: its signature has arrived and
   // matched ours. A mismatch fails the run before any of its bytes land.
   bool peerSignatureMatched(int peer) {
-    const int i = st_.peerSignature[static_cast<size_t>(peer)];
-    const auto idx = static_cast<size_t>(i);
-    if (st_.signatureChecked[idx]) return true;
-    if (st_.signatureLinks[idx]->completed() <= st_.signatureSeq[idx]) return false;
-    if (auto text = signatureMismatch(e_.rank_, *signature_, peer, st_.peerSignatures[idx]))
-      fail(tidalInvalidUsage, "rank {}: {}: {}", e_.rank_, what_, *text);
-    st_.signatureChecked[idx] = 1;
+    auto& r = st_.signatureRecvs[static_cast<size_t>(st_.recvOfPeer[static_cast<size_t>(peer)])];
+    if (r.matched) return true;
+    if (!r.arrived()) return false;
+    failOnMismatch(r);
+    r.matched = true;
     return true;
+  }
+
+  void failOnMismatch(const RunState::SignatureRecv& r) const {
+    if (auto text = signatureMismatch(e_.rank_, check_->signature, r.peer, r.record))
+      fail(tidalInvalidUsage, "rank {}: {}: {}", e_.rank_, what_, *text);
   }
 
   // The receive at nextRecvPost_, when it is the first from its peer and the
   // peer's signature carried its data: nothing to post, it is complete.
   bool takeInline(const coll::RecvOp& op) {
-    const auto link = static_cast<size_t>(st_.peerSignature[static_cast<size_t>(op.peer)]);
-    if (st_.firstRecvPosted[link]) return false;
-    st_.firstRecvPosted[link] = 1;
-    const CallSignature& theirs = st_.peerSignatures[link];
-    if (theirs.inlineBytes == 0) return false;
-    if (op.sizedBy >= 0 || op.bytes != theirs.inlineBytes ||
-        theirs.inlineBytes > CallSignature::kInlineCapacity) {
+    const int index = st_.recvOfPeer[static_cast<size_t>(op.peer)];
+    auto& r = st_.signatureRecvs[static_cast<size_t>(index)];
+    if (r.firstReceiveTaken) return false;
+    r.firstReceiveTaken = true;
+    if (r.record.inlineBytes == 0) return false;
+    if (op.sizedBy >= 0 || op.bytes != r.record.inlineBytes ||
+        r.record.inlineBytes > CallSignature::kInlineCapacity) {
       fail(tidalInvalidUsage,
            "rank {}: {}: rank {} sent {} bytes with its call signature where this rank's first "
            "receive from it takes {}: the two ranks' schedules differ (are TIDAL_* settings "
            "equal on every rank?)",
-           e_.rank_, what_, op.peer, theirs.inlineBytes, op.bytes);
+           e_.rank_, what_, op.peer, r.record.inlineBytes, op.bytes);
     }
-    st_.recvInline[nextRecvPost_] = static_cast<int>(link);
-    st_.recvSeq[nextRecvPost_] = st_.signatureSeq[link];
+    st_.recvInline[nextRecvPost_] = index;
+    st_.recvSeq[nextRecvPost_] = r.seq;
     ++nextRecvPost_;
     return true;
   }
@@ -278,7 +267,7 @@ class Engine::Run {
   void deliverInline(size_t i) {
     const auto& op = s_.recvs[i];
     const unsigned char* data =
-        st_.peerSignatures[static_cast<size_t>(st_.recvInline[i])].inlineData;
+        st_.signatureRecvs[static_cast<size_t>(st_.recvInline[i])].record.inlineData;
     if (op.reduce) {
       plane_.reduce(resolve(op.dst), resolve(op.localInput), data, op.bytes / typeSize(s_.type),
                     s_.type, s_.op, op.divisor);
@@ -292,13 +281,11 @@ class Engine::Run {
   // ring links of a rooted collective carry nothing else, and the run must
   // not end with their transfers pending.
   bool signaturesSettled() {
-    if (!signature_ || signaturesSettled_) return true;
-    for (size_t i = 0; i < st_.signatureLinks.size(); ++i) {
-      if (!peerSignatureMatched(st_.signaturePeers[i])) return false;
-    }
-    for (size_t i = 0; i < st_.sendLinks.size(); ++i) {
-      if (st_.sendLinks[i]->completed() <= st_.sendSignatureSeq[i]) return false;
-    }
+    if (!check_ || signaturesSettled_) return true;
+    for (const auto& r : st_.signatureRecvs)
+      if (!peerSignatureMatched(r.peer)) return false;
+    for (const auto& l : st_.signatureSends)
+      if (l.link->completed() <= l.seq) return false;
     signaturesSettled_ = true;
     return true;
   }
@@ -306,19 +293,14 @@ class Engine::Run {
   // After a failure: a peer's signature that arrived (or arrives in what the
   // transport already holds) and does not match is the better explanation.
   void explainWithSignatures() {
-    for (size_t i = 0; i < st_.signatureLinks.size(); ++i) {
-      if (st_.signatureChecked[i]) continue;
-      Connection* c = st_.signatureLinks[i];
+    for (const auto& r : st_.signatureRecvs) {
+      if (r.matched) continue;
       try {
-        for (int round = 0; round < 4 && c->completed() <= st_.signatureSeq[i]; ++round)
-          c->progress();
+        for (int round = 0; round < 4 && !r.arrived(); ++round) r.link->progress();
       } catch (const Error&) {
         // The link is gone; whatever arrived before it went is still counted.
       }
-      if (c->completed() <= st_.signatureSeq[i]) continue;
-      const int peer = st_.signaturePeers[i];
-      if (auto text = signatureMismatch(e_.rank_, *signature_, peer, st_.peerSignatures[i]))
-        fail(tidalInvalidUsage, "rank {}: {}: {}", e_.rank_, what_, *text);
+      if (r.arrived()) failOnMismatch(r);
     }
   }
 
@@ -335,10 +317,10 @@ class Engine::Run {
     while (nextSend_ < s_.sends.size()) {
       const auto& op = s_.sends[nextSend_];
       if (op.afterRecv >= 0 && !st_.recvDone[static_cast<size_t>(op.afterRecv)]) break;
-      if (signature_ && st_.sendInline[nextSend_] >= 0) {
+      if (check_ && st_.sendInline[nextSend_] >= 0) {
         // Went with the signature: done when that transfer is.
         st_.sendSeq[nextSend_] =
-            st_.sendSignatureSeq[static_cast<size_t>(st_.sendInline[nextSend_])];
+            st_.signatureSends[static_cast<size_t>(st_.sendInline[nextSend_])].seq;
         ++nextSend_;
         continue;
       }
@@ -355,7 +337,7 @@ class Engine::Run {
     while (nextRecvPost_ < s_.recvs.size()) {
       const auto& op = s_.recvs[nextRecvPost_];
       Connection& c = e_.recvConnection(op.peer, what_);
-      if (signature_) {
+      if (check_) {
         if (!peerSignatureMatched(op.peer)) break;
         if (takeInline(op)) continue;
       }
@@ -433,7 +415,7 @@ class Engine::Run {
           e_.recvConnection(op.peer, what_).completed() <= st_.recvSeq[recvsDone_])
         break;
       if (op.afterSend >= 0 && !sendComplete(static_cast<size_t>(op.afterSend))) break;
-      if (signature_ && st_.recvInline[recvsDone_] >= 0) deliverInline(recvsDone_);
+      if (check_ && st_.recvInline[recvsDone_] >= 0) deliverInline(recvsDone_);
       if (op.sizeLimit != coll::RecvOp::kNoLimit) checkMessageSize(recvsDone_);
       // Only receives that reduce and were not reduced on arrival hold a slot.
       if (const int slot = st_.recvSlot[recvsDone_]; slot >= 0) {
@@ -541,10 +523,9 @@ class Engine::Run {
 
   // A peer whose signature this run still waits for, or -1.
   int firstMissingSignature() const {
-    if (!signature_) return -1;
-    for (size_t i = 0; i < st_.signatureLinks.size(); ++i) {
-      if (st_.signatureLinks[i]->completed() <= st_.signatureSeq[i]) return st_.signaturePeers[i];
-    }
+    if (!check_) return -1;
+    for (const auto& r : st_.signatureRecvs)
+      if (!r.arrived()) return r.peer;
     return -1;
   }
 
@@ -552,7 +533,7 @@ class Engine::Run {
     std::string waiting;
     if (const int peer = firstMissingSignature(); peer >= 0) {
       waiting = fmt::format("rank {} to call {} (its call signature has not arrived)", peer,
-                            signature_->describe());
+                            check_->signature.describe());
     } else if (sendsDone_ == s_.sends.size() && recvsDone_ == s_.recvs.size()) {
       waiting = "the GPU to finish the engine stream";
     } else if (recvsDone_ < s_.recvs.size()) {
@@ -577,7 +558,6 @@ class Engine::Run {
   char* staging_;
   RunState& st_;
   const CallCheck* check_;
-  const CallSignature* signature_;  // check_'s, or null
   bool signaturesSettled_ = false;
   size_t nextSend_ = 0, sendsDone_ = 0;
   size_t nextRecvPost_ = 0, recvsDone_ = 0;

@@ -129,22 +129,30 @@ class Engine {
     std::vector<uint64_t> sizes;         // what a size receive announced
     std::vector<PlaneReducer> reducers;  // per receive reduced on arrival
     std::vector<pollfd> pollFds;
-    // Call signatures: one per receive connection (in order of first use),
-    // and which of them has arrived and matched; peerSignature maps a peer
-    // to its index (-1: none yet).
-    std::vector<Connection*> sendLinks;
-    std::vector<Connection*> signatureLinks;
-    std::vector<CallSignature> peerSignatures;
-    std::vector<uint64_t> signatureSeq;
-    std::vector<char> signatureChecked;
-    std::vector<int> peerSignature;
-    std::vector<int> signaturePeers;            // the peers peerSignature maps now
-    std::vector<uint64_t> sendSignatureSeq;     // per sendLinks: our signature's transfer
-    std::vector<int64_t> sendLinkFirstOp;       // per sendLinks: its first send (-1: ring only)
-    std::vector<CallSignature> sendSignatures;  // per sendLinks: ours, with its inline data
-    std::vector<int> sendInline;        // per send: the sendLinks index it went inline on, or -1
-    std::vector<int> recvInline;        // per receive: the signatureLinks index it came in, or -1
-    std::vector<char> firstRecvPosted;  // per signatureLinks
+    // Call signatures (call_signature.h): each send connection of the run
+    // once, with the record it carries, and each receive connection once,
+    // with the record its peer sent. recvOfPeer maps a peer to its index in
+    // signatureRecvs (-1: none in this run).
+    struct SignatureSend {
+      Connection* link;
+      int64_t firstSend;  // index of its first send in the schedule (-1: ring link only)
+      uint64_t seq;       // the record's transfer on `link`
+      CallSignature record;
+    };
+    struct SignatureRecv {
+      Connection* link;
+      int peer;
+      uint64_t seq;
+      bool matched;
+      bool firstReceiveTaken;
+      CallSignature record;
+      bool arrived() const { return link->completed() > seq; }
+    };
+    std::vector<SignatureSend> signatureSends;
+    std::vector<SignatureRecv> signatureRecvs;
+    std::vector<int> recvOfPeer;
+    std::vector<int> sendInline;  // per send: the signatureSends index it rode in, or -1
+    std::vector<int> recvInline;  // per receive: the signatureRecvs index it came in, or -1
   };
   RunState state_;
   // How long waits spin now: TIDAL_SPIN_US, or less after waits that the
