@@ -12,6 +12,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #if defined(__CUDACC__) || defined(__CUDA_RUNTIME_H__) || defined(CUDART_VERSION)
 #include <cuda_runtime.h>
@@ -172,6 +173,23 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
                            ncclConfig_t* config);
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                             ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags);
+#define NCCL_SHRINK_DEFAULT 0x00
+#define NCCL_SHRINK_ABORT 0x01
+#define NCCL_REVOKE_DEFAULT 0x00
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                          ncclComm_t* newcomm, ncclConfig_t* config);
+#define NCCL_SUSPEND_MEM 0x01
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags);
+ncclResult_t ncclCommResume(ncclComm_t comm);
+typedef enum {
+  ncclStatGpuMemSuspend = 0,
+  ncclStatGpuMemSuspended = 1,
+  ncclStatGpuMemPersist = 2,
+  ncclStatGpuMemTotal = 3
+} ncclCommMemStat_t;
+ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count);
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device);
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank);

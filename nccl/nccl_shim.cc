@@ -343,12 +343,65 @@ NCCL_SHIM_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nc
                              reinterpret_cast<tidalComm_t*>(newcomm), config ? &tc : nullptr));
 }
 
-NCCL_SHIM_API ncclResult_t ncclCommShrink(ncclComm_t comm, int*, int, ncclComm_t* newcomm,
-                                          ncclConfig_t*, int) {
+NCCL_SHIM_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList,
+                                          int excludeRanksCount, ncclComm_t* newcomm,
+                                          ncclConfig_t* config, int shrinkFlags) {
   shimError.clear();
-  if (newcomm != nullptr) *newcomm = nullptr;
-  return unimplemented("ncclCommShrink", comm);
+  tidalConfig_t tc;
+  if (ncclResult_t r = toTidal("ncclCommShrink", config, &tc, comm); r != ncclSuccess) return r;
+  // NCCL_SHRINK_* and TIDAL_SHRINK_* have the same values (checked below).
+  return done(tidalCommShrink(toTidal(comm), excludeRanksList, excludeRanksCount,
+                              reinterpret_cast<tidalComm_t*>(newcomm), config ? &tc : nullptr,
+                              shrinkFlags));
 }
+
+NCCL_SHIM_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  shimError.clear();
+  return done(tidalCommRevoke(toTidal(comm), revokeFlags));
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
+  shimError.clear();
+  return done(tidalCommGetUniqueId(toTidal(comm), reinterpret_cast<tidalUniqueId*>(uniqueId)));
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId,
+                                        int rank, ncclComm_t* newcomm, ncclConfig_t* config) {
+  shimError.clear();
+  tidalConfig_t tc;
+  if (ncclResult_t r = toTidal("ncclCommGrow", config, &tc, comm); r != ncclSuccess) return r;
+  return done(tidalCommGrow(toTidal(comm), nRanks, reinterpret_cast<const tidalUniqueId*>(uniqueId),
+                            rank, reinterpret_cast<tidalComm_t*>(newcomm), config ? &tc : nullptr));
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
+  shimError.clear();
+  return done(tidalCommSuspend(toTidal(comm), flags));
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommResume(ncclComm_t comm) {
+  shimError.clear();
+  return done(tidalCommResume(toTidal(comm)));
+}
+
+NCCL_SHIM_API ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat,
+                                            uint64_t* value) {
+  shimError.clear();
+  // Same numbering (checked below); passed as an int so no invalid enum is formed.
+  tidalCommMemStat_t ts;
+  static_assert(sizeof ts == sizeof stat);
+  std::memcpy(&ts, &stat, sizeof ts);
+  return done(tidalCommMemStats(toTidal(comm), ts, value));
+}
+
+static_assert(NCCL_SHRINK_ABORT == TIDAL_SHRINK_ABORT &&
+              NCCL_SHRINK_DEFAULT == TIDAL_SHRINK_DEFAULT);
+static_assert(NCCL_SUSPEND_MEM == TIDAL_SUSPEND_MEM && NCCL_REVOKE_DEFAULT == TIDAL_REVOKE_DEFAULT);
+static_assert(static_cast<int>(ncclStatGpuMemTotal) == static_cast<int>(tidalStatGpuMemTotal) &&
+              static_cast<int>(ncclStatGpuMemPersist) == static_cast<int>(tidalStatGpuMemPersist) &&
+              static_cast<int>(ncclStatGpuMemSuspended) ==
+                  static_cast<int>(tidalStatGpuMemSuspended) &&
+              static_cast<int>(ncclStatGpuMemSuspend) == static_cast<int>(tidalStatGpuMemSuspend));
 
 NCCL_SHIM_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
   shimError.clear();

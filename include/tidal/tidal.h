@@ -10,6 +10,7 @@
 #define TIDAL_TIDAL_H_
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -314,6 +315,54 @@ TIDAL_API tidalResult_t tidalMemFree(void* ptr);
 TIDAL_API tidalResult_t tidalCommRegister(const tidalComm_t comm, void* buff, size_t size,
                                           void** handle);
 TIDAL_API tidalResult_t tidalCommDeregister(const tidalComm_t comm, void* handle);
+
+/*
+ * Fault tolerance and elasticity (NCCL 2.27-2.30). docs/api.md, "Revoke,
+ * shrink, grow, suspend".
+ */
+#define TIDAL_REVOKE_DEFAULT 0x00
+/* Local: calls in flight on comm fail now (on other threads too), the peers'
+ * calls fail through the closed connections, and every later call except
+ * tidalCommSplit, tidalCommShrink, tidalCommDestroy and tidalCommAbort is
+ * refused naming the revoke. Returns once comm is quiescent;
+ * tidalCommGetAsyncError then reports tidalSuccess. revokeFlags must be 0. */
+TIDAL_API tidalResult_t tidalCommRevoke(tidalComm_t comm, int revokeFlags);
+
+#define TIDAL_SHRINK_DEFAULT 0x00 /* comm must have no call in flight */
+#define TIDAL_SHRINK_ABORT 0x01   /* stop comm's calls in flight first */
+/* Called by every rank of comm that is not in excludeRanksList (the same
+ * list everywhere); the excluded ranks do not call it and may be dead. The
+ * survivors form *newcomm, ranked in their order in comm. Works on a
+ * communicator broken by a failed peer or revoked. config may be NULL. */
+TIDAL_API tidalResult_t tidalCommShrink(tidalComm_t comm, int* excludeRanksList,
+                                        int excludeRanksCount, tidalComm_t* newcomm,
+                                        tidalConfig_t* config, int shrinkFlags);
+
+/* An id for tidalCommGrow, made by one member of comm (its process runs the
+ * rendezvous, for TIDAL_TIMEOUT seconds). One unconsumed id at a time. */
+TIDAL_API tidalResult_t tidalCommGetUniqueId(tidalComm_t comm, tidalUniqueId* uniqueId);
+/* Collective over the members of comm and the new ranks: members pass comm,
+ * rank -1 and the id where they made it (NULL elsewhere); new ranks pass
+ * comm NULL, the id, and their rank (the members keep theirs, 0..n-1; new
+ * ranks take n..nRanks-1). nRanks is the new size, larger than comm's. */
+TIDAL_API tidalResult_t tidalCommGrow(tidalComm_t comm, int nRanks, const tidalUniqueId* uniqueId,
+                                      int rank, tidalComm_t* newcomm, tidalConfig_t* config);
+
+#define TIDAL_SUSPEND_MEM 0x01 /* also free the device memory Tidal can regrow */
+/* Local. While suspended, every call but Resume, the queries, MemStats,
+ * Destroy and Abort is refused. With TIDAL_SUSPEND_MEM the device path's
+ * scratch is freed (connection rings and staging, which peers share, stay). */
+TIDAL_API tidalResult_t tidalCommSuspend(tidalComm_t comm, int flags);
+TIDAL_API tidalResult_t tidalCommResume(tidalComm_t comm);
+
+typedef enum {
+  tidalStatGpuMemSuspend = 0,   /* device bytes tidalCommSuspend(TIDAL_SUSPEND_MEM) frees */
+  tidalStatGpuMemSuspended = 1, /* 1 while suspended, else 0 */
+  tidalStatGpuMemPersist = 2,   /* device bytes kept while suspended */
+  tidalStatGpuMemTotal = 3      /* all device bytes the communicator holds */
+} tidalCommMemStat_t;
+TIDAL_API tidalResult_t tidalCommMemStats(tidalComm_t comm, tidalCommMemStat_t stat,
+                                          uint64_t* value);
 
 typedef enum {
   /* The scalar is in device memory, read by every collective that uses the op. */

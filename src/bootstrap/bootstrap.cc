@@ -1,5 +1,6 @@
 #include "bootstrap/bootstrap.h"
 
+#include <fcntl.h>
 #include <poll.h>
 
 #include <cerrno>
@@ -97,10 +98,20 @@ std::unique_ptr<Bootstrap> Bootstrap::create(const UniqueId& id, int rank, int n
   TIDAL_TRACE(Boot, "bootstrap: rank {} of {} got the address table; listening on {}", rank, nranks,
               me.toString());
   if (nranks > 1) b->connectRing(listener, deadline);
+  b->listener_ = std::move(listener);
   return b;
 }
 
 Bootstrap::~Bootstrap() = default;
+
+Socket Bootstrap::duplicateListener() const {
+  const int fd = ::fcntl(listener_.fd(), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) {
+    fail(tidalSystemError, "bootstrap: rank {}: cannot duplicate the listening socket: {}", rank_,
+         errnoText(errno));
+  }
+  return Socket(fd);
+}
 
 std::string Bootstrap::peerName(int r) const {
   return fmt::format("rank {} ({})", r, peers_[static_cast<size_t>(r)].toString());

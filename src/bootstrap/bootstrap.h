@@ -40,6 +40,9 @@ inline constexpr size_t kMaxMessageBytes = 64u << 20;
 // now). Returns the address the ranks must connect to (with the actual port;
 // a wildcard listenAddr is replaced by localInterfaceAddress()).
 SocketAddress startRoot(const SocketAddress& listenAddr, const Secret& secret);
+// The same root served on a socket that already listens (a duplicate of a
+// rank's bootstrap listener, for tidalCommShrink); ranks connect to `advertised`.
+void startRootOn(Socket listener, const SocketAddress& advertised, const Secret& secret);
 
 class Bootstrap {
   struct Key {};  // lets make_unique call the constructor, nobody else
@@ -56,8 +59,13 @@ class Bootstrap {
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   const Secret& secret() const { return secret_; }
-  // Every rank's bootstrap listen address (for logs and error messages).
+  // Every rank's bootstrap listen address (for logs and error messages, and
+  // the survivors' rendezvous of tidalCommShrink).
   const std::vector<SocketAddress>& peers() const { return peers_; }
+  // A duplicate of this rank's listening socket, which stays open for the
+  // communicator's life so that its address (peers()[rank]) can host a later
+  // rendezvous that needs no message to announce it (tidalCommShrink).
+  Socket duplicateListener() const;
 
   // all[r * bytes .. (r + 1) * bytes) receives rank r's `mine`. Every rank
   // passes the same `bytes` (at most kMaxMessageBytes); `mine` may point at
@@ -87,8 +95,9 @@ class Bootstrap {
   Secret secret_{};
   int64_t timeoutSeconds_ = 0;
   std::vector<SocketAddress> peers_;
-  Socket next_;  // to rank + 1
-  Socket prev_;  // from rank - 1
+  Socket listener_;  // kept open after the ring is made (duplicateListener)
+  Socket next_;      // to rank + 1
+  Socket prev_;      // from rank - 1
   std::atomic<bool> aborted_{false};
   std::string brokenBy_;  // first error, once the ring is unusable
 };

@@ -164,8 +164,19 @@ class RootServer {
 
 }  // namespace
 
+namespace {
+
+void serveInBackground(Socket listener, const Secret& secret, const std::string& name) {
+  // Detached: the caller keeps only an address, and the thread ends by itself
+  // once it sent the table or at its deadline. It owns all it uses.
+  std::thread([server = RootServer(std::move(listener), secret, name, timeoutSeconds())]() mutable {
+    server.run();
+  }).detach();
+}
+
+}  // namespace
+
 SocketAddress startRoot(const SocketAddress& listenAddr, const Secret& secret) {
-  const int64_t timeout = timeoutSeconds();
   Socket listener = Socket::listenOn(listenAddr);
   const SocketAddress bound = listener.localAddress();
   SocketAddress advertised = bound;
@@ -179,13 +190,13 @@ SocketAddress startRoot(const SocketAddress& listenAddr, const Secret& secret) {
   }
   TIDAL_INFO(Boot, "bootstrap root listening on {} (ranks connect to {})", bound.toString(),
              advertised.toString());
-  // Detached: startRoot returns only an address, and the thread ends by
-  // itself once it sent the table or at its deadline. It owns all it uses.
-  std::thread([server = RootServer(std::move(listener), secret,
-                                   "bootstrap root " + bound.toString(), timeout)]() mutable {
-    server.run();
-  }).detach();
+  serveInBackground(std::move(listener), secret, "bootstrap root " + bound.toString());
   return advertised;
+}
+
+void startRootOn(Socket listener, const SocketAddress& advertised, const Secret& secret) {
+  TIDAL_INFO(Boot, "bootstrap root on the listener at {}", advertised.toString());
+  serveInBackground(std::move(listener), secret, "bootstrap root " + advertised.toString());
 }
 
 }  // namespace tidal

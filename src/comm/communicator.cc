@@ -204,12 +204,27 @@ std::unique_lock<std::mutex> Communicator::enterCall(const char* what) {
          "(a communicator is used by one thread at a time)",
          rank_, what);
   }
+  refuseIfRevokedOrSuspended(what);
   if (const tidalResult_t b = broken_.load(); b != tidalSuccess) {
     std::lock_guard elock(errorMutex_);
     fail(b, "rank {}: {} on a communicator broken by an earlier error: {}", rank_, what,
          brokenText_);
   }
   return lock;
+}
+
+void Communicator::refuseIfRevokedOrSuspended(const char* what) const {
+  if (revoked_.load()) {
+    fail(tidalInvalidUsage,
+         "rank {}: {} on a communicator revoked by tidalCommRevoke; only tidalCommSplit, "
+         "tidalCommShrink, tidalCommDestroy and tidalCommAbort may follow",
+         rank_, what);
+  }
+  if (suspended_.load()) {
+    fail(tidalInvalidUsage,
+         "rank {}: {} on a suspended communicator (tidalCommSuspend); call tidalCommResume first",
+         rank_, what);
+  }
 }
 
 template <typename Build, typename Prepare>

@@ -78,12 +78,50 @@ class Communicator {
   // negative color takes part and gets null.
   std::unique_ptr<Communicator> split(int color, int key);
 
+  // Fault tolerance and membership (membership.cc; docs/api.md "Revoke,
+  // shrink, grow").
+  // tidalCommRevoke (local): what is in flight fails now, peers' calls fail
+  // through the closed connections, every later call is refused; split and
+  // shrink still work (they use only the bootstrap).
+  void revoke();
+  bool revoked() const { return revoked_.load(); }
+  // tidalCommShrink, called by the ranks not in `excluded` (sorted, distinct,
+  // never this rank): a new communicator of those ranks in their order here,
+  // made without a message to anyone, so it works when excluded ranks are
+  // dead and this communicator is broken or revoked. `abortFirst`
+  // (TIDAL_SHRINK_ABORT) stops calls in flight on other threads first.
+  std::unique_ptr<Communicator> shrink(const std::vector<int>& excluded, bool abortFirst);
+  // tidalCommGetUniqueId: the id new ranks join with in tidalCommGrow; its
+  // rendezvous root runs in this process. One unconsumed id at a time.
+  tidalUniqueId growId();
+  // tidalCommGrow on a member (collective over this communicator): `offered`
+  // is the growId() result on the one member that made it, null on the
+  // others. Members keep their ranks; new ranks take newSize - nranks() more.
+  std::unique_ptr<Communicator> grow(int newSize, const tidalUniqueId* offered);
+  // tidalCommGrow on a new rank: joins the members of `id` as `rank` of `newSize`.
+  static std::unique_ptr<Communicator> joinGrowth(const tidalUniqueId& id, int rank, int newSize);
+
+  // tidalCommSuspend / Resume / MemStats. Suspended, every call but these,
+  // queries and teardown is refused; with `releaseMemory` the device path's
+  // scratch (the only device memory not shared with a peer) is freed and
+  // grows back on first use after resume.
+  void suspend(bool releaseMemory);
+  void resume();
+  bool suspended() const { return suspended_.load(); }
+  struct DeviceMemory {
+    uint64_t releasable = 0;  // freed by suspend(true)
+    uint64_t persistent = 0;  // staging, connection rings, barrier bytes
+  };
+  DeviceMemory deviceMemory() const;
+
   // The CUDA device this communicator was created on (-1: none), and why
   // device buffers cannot be used (empty when they can).
   int cudaDevice() const { return cudaDevice_; }
   const std::string& deviceUnavailable() const { return deviceUnavailable_; }
 
-  tidalResult_t asyncError() const { return broken_.load(); }
+  // NCCL's state after a revoke: tidalSuccess once it is done (calls are
+  // still refused, naming the revoke).
+  tidalResult_t asyncError() const { return revoked_.load() ? tidalSuccess : broken_.load(); }
 
   // Stops everything in flight and makes later calls fail; safe from another
   // thread. The caller still owns (and later deletes) the object.
@@ -115,6 +153,17 @@ class Communicator {
   // Every call's entry: takes the communicator for this call (one thread at
   // a time) and refuses a communicator broken by an earlier error.
   std::unique_lock<std::mutex> enterCall(const char* what);
+  // For split, shrink, grow and suspend: the call's lock, taking over a
+  // revoked (split, shrink) or broken (shrink) communicator as allowed.
+  // With `abortFirst`, a call in flight on another thread is stopped and
+  // waited for (bounded by TIDAL_TIMEOUT) instead of refused.
+  std::unique_lock<std::mutex> enterManagement(const char* what, bool allowRevoked,
+                                               bool allowBroken, bool abortFirst = false);
+  // After a grow's rendezvous: members (oldSize >= 0) hold ranks below the
+  // old size and newcomers (-1) the ranks past it, or every rank fails.
+  void checkGrowth(int oldSize);
+  // Refuses a call on a revoked or suspended communicator.
+  void refuseIfRevokedOrSuspended(const char* what) const;
   // Runs the schedule `build()` makes (or the cached one for `key`) with the
   // communicator locked for this call.
   // `prepare` runs once the call holds the communicator, before the schedule
@@ -162,6 +211,10 @@ class Communicator {
   std::mutex opMutex_;
   std::atomic<int> callsInFlight_{0};
   std::atomic<tidalResult_t> broken_{tidalSuccess};
+  std::atomic<bool> revoked_{false};
+  std::atomic<bool> suspended_{false};
+  uint64_t shrinks_ = 0;  // shrinks made from here: each has its own secret
+  bool growIdUnconsumed_ = false;
   std::string brokenText_;
   mutable std::mutex errorMutex_;
   std::string lastError_;

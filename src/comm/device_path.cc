@@ -29,7 +29,8 @@ DevicePath::DevicePath(const DevicePathConfig& config, std::unique_ptr<DeviceApi
       nranks_(config.nranks),
       options_(config.options),
       hostLinks_(config.hostLinks),
-      device_(std::move(device)) {}
+      metered_(new MeteredDeviceApi(std::move(device))),
+      device_(metered_) {}
 
 DevicePath::~DevicePath() {
   streams_.reset();  // finishes queued work (bounded), joins the progress thread
@@ -147,6 +148,18 @@ void DevicePath::submit(void* stream, const char* what,
                     what](const std::atomic<bool>& aborted) {
                      engine_->run(*schedule, sendbuff, recvbuff, what, &aborted);
                    });
+}
+
+uint64_t DevicePath::scratchBytes() const {
+  return engine_ ? static_cast<const DeviceDataPlane&>(engine_->plane()).scratchBytes() : 0;
+}
+
+uint64_t DevicePath::releaseScratch() {
+  const uint64_t bytes = scratchBytes();
+  // Only while idle (the caller waited): the progress thread touches the
+  // scratch only inside a run, and the next run grows it back.
+  if (engine_) static_cast<DeviceDataPlane&>(engine_->plane()).releaseScratch();
+  return bytes;
 }
 
 void DevicePath::abortConnections() {

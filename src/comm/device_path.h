@@ -29,6 +29,7 @@
 #include "bootstrap/bootstrap.h"
 #include "collectives/schedule.h"
 #include "cuda/device_api.h"
+#include "cuda/metered_device_api.h"
 #include "engine/device_data_plane.h"
 #include "engine/engine.h"
 #include "engine/stream_engine.h"
@@ -78,6 +79,12 @@ class DevicePath final : public LinkOpener {
   // Blocks until every submitted collective has finished (see StreamEngine).
   void waitIdle(const char* what) { streams_->waitIdle(what); }
   bool idle() const { return streams_->finished() == streams_->submitted(); }
+  // Device memory allocated for this path and still live (tidalCommMemStats),
+  // and the part of it that is the engine's scratch, which releaseScratch()
+  // frees while idle (tidalCommSuspend with TIDAL_SUSPEND_MEM).
+  uint64_t deviceBytes() const { return metered_->liveDeviceBytes(); }
+  uint64_t scratchBytes() const;
+  uint64_t releaseScratch();
   // Closes the device connections so peers fail fast (after a failure).
   void abortConnections();
   // tidalCommAbort: stops the progress thread's work and releases streams.
@@ -107,6 +114,8 @@ class DevicePath final : public LinkOpener {
   std::vector<Record> records_;
   // Declaration order is teardown order reversed: the progress thread stops
   // first, then the engine and connections go, the device last.
+  // The device behind a meter that counts its allocations (device_ owns it).
+  MeteredDeviceApi* metered_;
   std::unique_ptr<DeviceApi> device_;
   std::unique_ptr<cuda_ipc::CudaIpcTransport> ipc_;
   // Guards the maps' shape: connections open on the progress thread while

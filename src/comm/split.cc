@@ -21,7 +21,9 @@
 namespace tidal {
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
-  std::unique_lock lock = enterCall("CommSplit");
+  // A revoked communicator may still be split (its bootstrap is intact).
+  std::unique_lock lock =
+      enterManagement("CommSplit", /*allowRevoked=*/true, /*allowBroken=*/false);
   if (device_ && !device_->idle()) device_->waitIdle("CommSplit");
   struct Member {
     int32_t color, key;

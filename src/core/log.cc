@@ -20,7 +20,6 @@ namespace {
 
 struct State {
   std::shared_ptr<spdlog::logger> logger;
-  std::shared_ptr<spdlog::logger> versionLogger;  // same sink, "VERSION" for the level
   bool version = false;
   spdlog::level::level_enum level = spdlog::level::warn;
   unsigned subsysMask = ~0u;
@@ -124,12 +123,11 @@ State& state() {
     st.logger = std::make_shared<spdlog::logger>("tidal", sink);
     char host[64] = {0};
     gethostname(host, sizeof host - 1);
-    st.logger->set_pattern(fmt::format("{}:{}:%t TIDAL %l %v", host, getpid()));
+    // No %l: a pattern belongs to the sink, so the level label is part of
+    // each message (levelLabel), and the version line can carry its own.
+    st.logger->set_pattern(fmt::format("{}:{}:%t TIDAL %v", host, getpid()));
     st.logger->set_level(st.level);
     st.logger->flush_on(spdlog::level::warn);
-    st.versionLogger = std::make_shared<spdlog::logger>("tidal-version", sink);
-    st.versionLogger->set_pattern(fmt::format("{}:{}:%t TIDAL VERSION %v", host, getpid()));
-    st.versionLogger->flush_on(spdlog::level::info);
     return st;
   }();
   return s;
@@ -159,7 +157,22 @@ bool enabled(spdlog::level::level_enum level, Subsys subsys) {
 
 bool versionRequested() { return state().version; }
 
-void version(const std::string& text) { state().versionLogger->info("{}", text); }
+const char* levelLabel(spdlog::level::level_enum level) {
+  switch (level) {
+    case spdlog::level::trace:
+    case spdlog::level::debug:
+      return "TRACE";
+    case spdlog::level::info:
+      return "INFO";
+    default:
+      return "WARN";
+  }
+}
+
+// At warn, the lowest level TIDAL_DEBUG=VERSION keeps (versionRequested gates it).
+void version(const std::string& text) {
+  state().logger->log(spdlog::level::warn, "VERSION {}", text);
+}
 
 std::string settingsError() {
   const std::string level = params::getString("TIDAL_DEBUG");

@@ -12,6 +12,9 @@ enum class Subsys : unsigned { Init = 1, Boot = 2, Net = 4, Coll = 8, Env = 16 }
 
 // The shared logger, configured from the parameters on first use.
 spdlog::logger& logger();
+// NCCL's labels for the levels: "WARN", "INFO", "TRACE". The logger's pattern
+// has no level field: the version line shares the sink and says "VERSION".
+const char* levelLabel(spdlog::level::level_enum level);
 bool enabled(spdlog::level::level_enum level, Subsys subsys);
 const char* subsysName(Subsys subsys);
 // True when TIDAL_DEBUG asks for the version banner (VERSION, INFO or TRACE).
@@ -43,11 +46,12 @@ class ScopedPrefix {
 
 // TIDAL_LOG_AT takes the subsystem as a value (a log::Subsys chosen at run
 // time); the others name it: TIDAL_WARN(Net, ...).
-#define TIDAL_LOG_AT(level, subsys, ...)                                                      \
-  do {                                                                                        \
-    if (::tidal::log::enabled(level, subsys))                                                 \
-      ::tidal::log::logger().log(level, "{}[{}] {}", ::tidal::log::threadPrefix(),            \
-                                 ::tidal::log::subsysName(subsys), fmt::format(__VA_ARGS__)); \
+#define TIDAL_LOG_AT(level, subsys, ...)                                                         \
+  do {                                                                                           \
+    if (::tidal::log::enabled(level, subsys))                                                    \
+      ::tidal::log::logger().log(level, "{} {}[{}] {}", ::tidal::log::levelLabel(level),         \
+                                 ::tidal::log::threadPrefix(), ::tidal::log::subsysName(subsys), \
+                                 fmt::format(__VA_ARGS__));                                      \
   } while (0)
 #define TIDAL_LOG_(level, subsys, ...) \
   TIDAL_LOG_AT(level, ::tidal::log::Subsys::subsys, __VA_ARGS__)

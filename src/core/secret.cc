@@ -17,7 +17,34 @@ int hexValue(char c) {
   return -1;
 }
 
+uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
 }  // namespace
+
+Secret deriveSecret(const Secret& parent, std::string_view label, uint64_t counter) {
+  uint64_t halves[2] = {0, 0};
+  for (size_t i = 0; i < parent.size(); ++i) {
+    halves[i / 8] |= static_cast<uint64_t>(parent[i]) << (8 * (i % 8));
+  }
+  // Absorb the label and counter, then stir both halves into each other.
+  uint64_t h = mix64(counter ^ (static_cast<uint64_t>(label.size()) << 56));
+  for (char c : label) h = mix64(h ^ static_cast<uint8_t>(c));
+  uint64_t a = mix64(halves[0] ^ h), b = mix64(halves[1] ^ mix64(h ^ a));
+  for (int round = 0; round < 4; ++round) {
+    a = mix64(a ^ b);
+    b = mix64(b ^ a ^ halves[round & 1]);
+  }
+  Secret out{};
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = static_cast<uint8_t>((i < 8 ? a : b) >> (8 * (i % 8)));
+  }
+  return out;
+}
 
 Secret randomSecret() {
   Secret s{};

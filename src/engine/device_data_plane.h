@@ -36,6 +36,9 @@ class DeviceDataPlane final : public DataPlane {
               tidalRedOp_t op, int divisor) override;
   char* staging() override { return staging_.data(); }
   char* scratch(size_t bytes) override;
+  size_t scratchBytes() const { return scratch_.size(); }
+  // Frees the scratch (between runs only); the next run that needs it grows it back.
+  void releaseScratch() { scratch_.reset(); }
   uint64_t readSize(const void* where) override;
   bool wakesOnDescriptors() const override { return false; }
   uint64_t markEnd() override { return device_.mark(); }

@@ -72,6 +72,10 @@ grep -q "TIDAL_DEBUG_SUBSYS='INIT,FOO' (from environment): 'FOO' is not a subsys
 expect 0 env TIDAL_DEBUG=VERSION "$bin" -b 8 -e 8 -n 1 -w 0
 grep -Eq "TIDAL VERSION Tidal version [0-9.]+ " "$dir/x.out" || fail "no VERSION line"
 grep -q "warning Tidal version" "$dir/x.out" && fail "version line labelled warning"
+# Every other line keeps its own level's label (they once all said VERSION).
+expect 0 env TIDAL_DEBUG=INFO "$bin" -b 8 -e 8 -n 1 -w 0
+grep -Eq "TIDAL INFO \[INIT\] rank 0" "$dir/x.out" || fail "no INFO line labelled INFO"
+grep -E "TIDAL VERSION" "$dir/x.out" | grep -qv "Tidal version" && fail "a non-version line labelled VERSION"
 
 [[ $failures == 0 ]] && echo "all checks passed"
 exit $((failures != 0))

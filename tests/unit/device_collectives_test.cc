@@ -532,5 +532,53 @@ TEST(DeviceCollectivesFailure, RankWithoutDeviceMakesDeviceBuffersInvalidUsage) 
   EXPECT_NE(seen[1].find("this rank cannot use CUDA"), std::string::npos) << seen[1];
 }
 
+// Device memory is counted as allocated (tidalCommMemStats): a communicator
+// with a device path holds some; suspend with TIDAL_SUSPEND_MEM frees the
+// scratch and keeps the rest; after resume, and on a communicator shrunk
+// from it, device-buffer AllReduces are still exact.
+TEST(DeviceMembership, SuspendFreesOnlyScratchAndShrunkCommunicatorsKeepDeviceBuffers) {
+  ScopedEnv timeout("TIDAL_TIMEOUT", "30");
+  FakeGpu gpu{kKernelTime};
+  auto live = std::make_shared<std::atomic<int>>(0);
+  const auto failures =
+      runJob(2, gpu, live, [&](Communicator& comm, FakeGpu::Stream* stream, std::string& failure) {
+        auto exactSum = [&](Communicator& c, const char* when) {
+          std::vector<float> data(70001, static_cast<float>(comm.rank() + 1));
+          c.allReduce(data.data(), data.data(), data.size(), tidalFloat32, tidalSum,
+                      {MemoryKind::Cuda, stream});
+          if (!gpu.synchronize(stream, std::chrono::seconds(20))) failure += "stream stuck\n";
+          for (float v : data) {
+            if (v != 3.0f) {
+              failure += fmt::format("{}: got {}, expected 3\n", when, v);
+              return;
+            }
+          }
+        };
+        exactSum(comm, "before suspend");
+        const Communicator::DeviceMemory before = comm.deviceMemory();
+        if (before.persistent == 0) failure += "no device memory counted on a device path\n";
+        comm.suspend(/*releaseMemory=*/true);
+        const Communicator::DeviceMemory after = comm.deviceMemory();
+        if (after.releasable != 0) failure += "scratch still counted after suspend\n";
+        if (after.persistent != before.persistent) {
+          failure += fmt::format("persistent memory changed: {} -> {}\n", before.persistent,
+                                 after.persistent);
+        }
+        try {
+          exactSum(comm, "while suspended");
+          failure += "a call on a suspended communicator ran\n";
+        } catch (const Error& e) {
+          if (std::string(e.what()).find("suspended") == std::string::npos) failure += e.what();
+        }
+        comm.resume();
+        exactSum(comm, "after resume");
+        auto shrunk = comm.shrink({}, /*abortFirst=*/false);
+        exactSum(*shrunk, "on the shrunk communicator");
+        if (shrunk->deviceMemory().persistent == 0) failure += "shrunk comm counts no memory\n";
+      });
+  for (const auto& f : failures) EXPECT_EQ(f, "");
+  EXPECT_EQ(live->load(), 0) << "device memory left allocated after the communicators went";
+}
+
 }  // namespace
 }  // namespace tidal

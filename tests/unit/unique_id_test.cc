@@ -107,3 +107,32 @@ TEST(Secret, RandomSecretsDifferAndCompare) {
 
 }  // namespace
 }  // namespace tidal
+
+namespace tidal {
+namespace {
+
+// Every survivor of a shrink must derive the same secret without talking,
+// and it must differ from the parent's and from every other shrink's.
+TEST(DerivedSecret, SameInputsSameSecretAndEveryInputMatters) {
+  const Secret parent = randomSecret();
+  const Secret a = deriveSecret(parent, "tidalCommShrink", 1);
+  EXPECT_TRUE(secretsEqual(a, deriveSecret(parent, "tidalCommShrink", 1)));
+  EXPECT_FALSE(secretsEqual(a, parent));
+  EXPECT_FALSE(secretsEqual(a, deriveSecret(parent, "tidalCommShrink", 2)));
+  EXPECT_FALSE(secretsEqual(a, deriveSecret(parent, "tidalCommGrow", 1)));
+  Secret other = parent;
+  other[15] ^= 1;
+  EXPECT_FALSE(secretsEqual(a, deriveSecret(other, "tidalCommShrink", 1)));
+  // Both halves depend on every parent byte (no byte passes through unmixed).
+  for (size_t i = 0; i < parent.size(); ++i) {
+    Secret flipped = parent;
+    flipped[i] ^= 0x80;
+    const Secret d = deriveSecret(flipped, "tidalCommShrink", 1);
+    int sameBytes = 0;
+    for (size_t j = 0; j < d.size(); ++j) sameBytes += d[j] == a[j];
+    EXPECT_LT(sameBytes, 6) << "flipping byte " << i;
+  }
+}
+
+}  // namespace
+}  // namespace tidal
