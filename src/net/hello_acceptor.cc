@@ -60,21 +60,65 @@ void HelloAcceptor::drop(Pending& p, const std::string& reason) {
   p.socket.close();
 }
 
+void HelloAcceptor::evictOne(const std::string* source, const std::string& reason) {
+  // Silent connections first (a rank sends its hello with its connect), then
+  // the oldest: it had the longest chance and has least time left.
+  Pending* victim = nullptr;
+  for (auto& p : pending_) {
+    if (!p.socket.valid() || (source && p.source != *source)) continue;
+    const bool better = victim == nullptr || (p.filled == 0) > (victim->filled == 0) ||
+                        ((p.filled == 0) == (victim->filled == 0) && p.giveUp < victim->giveUp);
+    if (better) victim = &p;
+  }
+  if (victim) drop(*victim, reason);
+  std::erase_if(pending_, [](const Pending& p) { return !p.socket.valid(); });
+}
+
+AcceptedHello HelloAcceptor::take(Pending& p) {
+  AcceptedHello hello;
+  hello.body.assign(p.buffer.begin() + wire::kHeaderBytes + sizeof(Secret), p.buffer.end());
+  hello.socket = std::move(p.socket);
+  hello.peer = std::move(p.peer);
+  hello.readLimit = p.giveUp;
+  return hello;
+}
+
 void HelloAcceptor::acceptNew() {
   for (;;) {
     SocketAddress address;
     Socket s = listener_.tryAccept(&address);
     if (!s.valid()) return;
-    std::string peer = describePeer(s, address);
-    if (pending_.size() >= kMaxPendingHellos) {
-      warnDropped(peer, fmt::format("{} connections already wait to say hello", pending_.size()));
-      continue;
-    }
     Pending p;
+    p.peer = describePeer(s, address);
+    if (address.family() != AF_UNIX) {
+      SocketAddress host = address;
+      host.setPort(0);
+      p.source = host.toString();
+    }
     p.socket = std::move(s);
-    p.peer = std::move(peer);
     p.buffer.resize(wire::kHeaderBytes + payloadBytes_);
     p.giveUp = Clock::now() + kHelloReadLimit;
+    // A rank's hello is usually here already: read it now, so that it is
+    // served even if a flood right behind it fills every slot.
+    bool complete = readFrom(p);
+    // readFrom takes the header alone first, then the rest.
+    if (!complete && p.socket.valid() && p.filled == wire::kHeaderBytes) complete = readFrom(p);
+    if (complete) {
+      ready_.push_back(take(p));
+      continue;
+    }
+    if (!p.socket.valid()) continue;  // refused, and logged, by readFrom
+    const size_t fromSource = static_cast<size_t>(std::count_if(
+        pending_.begin(), pending_.end(), [&](const Pending& q) { return q.source == p.source; }));
+    if (fromSource >= kMaxPendingPerSource) {
+      evictOne(&p.source, fmt::format("{} connections from {} already wait to say hello; the "
+                                      "least promising makes room",
+                                      fromSource, p.source.empty() ? "this host" : p.source));
+    } else if (pending_.size() >= kMaxPendingHellos) {
+      evictOne(nullptr, fmt::format("{} connections already wait to say hello; the least "
+                                    "promising makes room",
+                                    pending_.size()));
+    }
     pending_.push_back(std::move(p));
   }
 }
@@ -127,6 +171,11 @@ bool HelloAcceptor::readFrom(Pending& p) {
 std::optional<AcceptedHello> HelloAcceptor::next(Deadline deadline) {
   std::vector<pollfd> fds;
   for (;;) {
+    if (!ready_.empty()) {
+      AcceptedHello hello = std::move(ready_.front());
+      ready_.erase(ready_.begin());
+      return hello;
+    }
     const auto now = Clock::now();
     Deadline wakeAt = deadline;
     for (auto& p : pending_) {
@@ -156,11 +205,7 @@ std::optional<AcceptedHello> HelloAcceptor::next(Deadline deadline) {
       if (fds[i + 1].revents == 0) continue;
       Pending& p = pending_[i];
       if (readFrom(p)) {
-        AcceptedHello hello;
-        hello.body.assign(p.buffer.begin() + wire::kHeaderBytes + sizeof(Secret), p.buffer.end());
-        hello.socket = std::move(p.socket);
-        hello.peer = std::move(p.peer);
-        hello.readLimit = p.giveUp;
+        AcceptedHello hello = take(p);
         pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
         return hello;
       }

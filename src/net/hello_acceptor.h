@@ -8,7 +8,9 @@
 // This is what keeps a rendezvous alive in a hostile or noisy network: a
 // stranger that connects and stays silent, trickles bytes, sends garbage, an
 // oversize length or the wrong secret only ever holds its own slot, for at
-// most kHelloReadLimit, while real ranks are served around it. Buffers are
+// most kHelloReadLimit, while real ranks are served around it; and a flood
+// of such strangers is bounded (kMaxPendingHellos) by evicting them, not by
+// refusing newcomers. Buffers are
 // fixed (header + the expected hello), so nothing a peer says is allocated.
 //
 // The listener may be any stream socket: TCP, whose peers are named in logs
@@ -38,9 +40,14 @@ enum class Subsys : unsigned;
 // How long one connection may take to deliver its complete hello. Real ranks
 // send it right after connecting, so this only bounds what strangers cost.
 inline constexpr std::chrono::seconds kHelloReadLimit{10};
-// Connections held open at once while waiting for hellos; beyond this, new
-// ones are closed at once (a flood must not exhaust file descriptors).
+// Connections held open at once while waiting for hellos, in all and from
+// one source address. At either bound a new connection is not refused:
+// the least promising pending one makes room (silent before talking, then
+// the oldest), so a flood of idle or slow connections costs at most this
+// many descriptors and never keeps a real rank out, whose hello is read the
+// moment it is accepted.
 inline constexpr size_t kMaxPendingHellos = 1024;
+inline constexpr size_t kMaxPendingPerSource = 256;
 
 struct AcceptedHello {
   Socket socket;     // blocking mode; TCP_NODELAY on TCP
@@ -92,12 +99,17 @@ class HelloAcceptor {
   struct Pending {
     Socket socket;
     std::string peer;
+    std::string source;           // the peer's address without its port ("" for unix)
     std::vector<uint8_t> buffer;  // header + payload, fixed size
     size_t filled = 0;
     Deadline giveUp;
   };
 
   void acceptNew();
+  // Closes the least promising pending connection (of `source` when given)
+  // to make room for a new one.
+  void evictOne(const std::string* source, const std::string& reason);
+  AcceptedHello take(Pending& p);
   // Reads what is available; returns true when `p` holds a complete,
   // authenticated hello; drops it (sets socket invalid) when it misbehaves.
   bool readFrom(Pending& p);
@@ -111,6 +123,8 @@ class HelloAcceptor {
   log::Subsys subsys_;
   bool explainRefusals_ = false;
   std::vector<Pending> pending_;
+  // Complete hellos read at accept time, handed out by next() first.
+  std::vector<AcceptedHello> ready_;
   size_t warnings_ = 0;
 };
 
