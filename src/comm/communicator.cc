@@ -76,8 +76,26 @@ void Communicator::connect(const UniqueId& id) {
     fail(tidalInvalidArgument, "rank {}: TIDAL_BUSY_POLL='{}' is not one of auto, 0, 1", rank_,
          busyPollMode_);
   }
+  // The flight recorder's settings, checked before anything is connected.
+  const int64_t keep = params::getInt("TIDAL_FLIGHT_RECORDER");
+  if (keep < 0 || keep > 65536) {
+    fail(tidalInvalidArgument, "rank {}: TIDAL_FLIGHT_RECORDER={} is outside 0..65536", rank_,
+         keep);
+  }
+  const auto recorderSize = static_cast<size_t>(keep);
+  dumpOnTimeout_ = params::getBool("TIDAL_DUMP_ON_TIMEOUT");
+  FlightRecorder::armSignal();
   bootstrap_ = Bootstrap::create(id, rank_, nranks_);
   checkScheduleSettingsAgree(*bootstrap_, rank_, nranks_);
+  // The same id on every rank, from the secret but not revealing it.
+  std::string recordName = log::threadPrefix();  // "comm 'NAME' " while a named init runs
+  if (recordName.rfind("comm '", 0) == 0 && recordName.size() > 8) {
+    recordName = recordName.substr(6, recordName.size() - 8);
+  }
+  recorder_ = std::make_unique<FlightRecorder>(
+      recorderSize, rank_, nranks_,
+      secretToHex(deriveSecret(bootstrap_->secret(), "flight record", 0)).substr(0, 12),
+      recordName);
   // Before anything allocates: staging first touched after the binding lands
   // on the rank's NUMA node.
   placement_ = placeRank(*bootstrap_, rank_, nranks_, /*askCuda=*/!devices_);
@@ -231,13 +249,32 @@ template <typename Build, typename Prepare>
 void Communicator::execute(const char* what, std::optional<CallCheck> check,
                            const ScheduleCache::Key& key, const void* sendbuff, void* recvbuff,
                            const CallMemory& memory, Build&& build, Prepare&& prepare) {
-  // Schedules that name host addresses (Buffer::Address) are built per call.
-  constexpr bool kCached = std::is_invocable_v<Build>;
   const std::unique_lock lock = enterCall(what);
   prepare();
   // Every checked collective is numbered, host or device buffers, so that a
   // mismatch report gives each rank's own call number.
   if (check) check->signature.seq = collectivesCalled_++;
+  const uint64_t recorded = recorder_->begin(what, check ? &check->signature : nullptr);
+  try {
+    runRecorded(what, check, key, sendbuff, recvbuff, memory, build);
+  } catch (const Error& e) {
+    recorder_->end(recorded, false, e.what());
+    // A hang ends in a timeout on some ranks and, through them, in lost
+    // connections on the others: both tell the story, so both write.
+    if (dumpOnTimeout_ && (e.code() == tidalTimeout || e.code() == tidalRemoteError)) {
+      recorder_->dump();
+    }
+    throw;
+  }
+  recorder_->end(recorded, memory.kind == MemoryKind::Cuda, {});
+}
+
+template <typename Build>
+void Communicator::runRecorded(const char* what, std::optional<CallCheck>& check,
+                               const ScheduleCache::Key& key, const void* sendbuff, void* recvbuff,
+                               const CallMemory& memory, Build& build) {
+  // Schedules that name host addresses (Buffer::Address) are built per call.
+  constexpr bool kCached = std::is_invocable_v<Build>;
   if (memory.kind == MemoryKind::Cuda) {
     if (!device_) {
       fail(tidalInvalidUsage, "rank {}: {} on CUDA buffers, but this communicator has none: {}",

@@ -24,6 +24,7 @@
 #include "comm/algorithm_choice.h"
 #include "comm/call_memory.h"
 #include "comm/device_path.h"
+#include "comm/flight_recorder.h"
 #include "comm/links.h"
 #include "comm/schedule_cache.h"
 #include "core/error.h"
@@ -176,6 +177,10 @@ class Communicator {
       const char* what, std::optional<CallCheck> check, const ScheduleCache::Key& key,
       const void* sendbuff, void* recvbuff, const CallMemory& memory, Build&& build,
       Prepare&& prepare = [] {});
+  // execute()'s run, between the flight recorder's begin and end.
+  template <typename Build>
+  void runRecorded(const char* what, std::optional<CallCheck>& check, const ScheduleCache::Key& key,
+                   const void* sendbuff, void* recvbuff, const CallMemory& memory, Build& build);
   // Builds the device path (collective): device buffers' connections and
   // progress thread, or the reason there is none.
   void connectDevices();
@@ -203,10 +208,12 @@ class Communicator {
   std::unique_ptr<Engine> engine_;
   ScheduleCache schedules_;  // used only under opMutex_
   std::vector<uint8_t> barrierBuffer_;
-  std::vector<uint64_t> messageSizes_;  // size messages of the sized schedule running now
-  uint64_t sendSizeWord_ = 0;           // the size message of a single Send running now
-  bool checkCalls_ = true;              // TIDAL_CHECK_CALLS
-  uint64_t collectivesCalled_ = 0;      // checked collectives run so far (under opMutex_)
+  std::vector<uint64_t> messageSizes_;        // size messages of the sized schedule running now
+  uint64_t sendSizeWord_ = 0;                 // the size message of a single Send running now
+  bool checkCalls_ = true;                    // TIDAL_CHECK_CALLS
+  uint64_t collectivesCalled_ = 0;            // checked collectives run so far (under opMutex_)
+  std::unique_ptr<FlightRecorder> recorder_;  // the last calls (flight_recorder.h)
+  bool dumpOnTimeout_ = false;                // TIDAL_DUMP_ON_TIMEOUT
 
   std::mutex opMutex_;
   std::atomic<int> callsInFlight_{0};

@@ -103,6 +103,16 @@ const std::vector<Definition>& definitions() {
        "Receive staging slots of TIDAL_CHUNK_SIZE per connection (persistent, pre-touched)."},
       {"TIDAL_SPIN_US", Kind::Int, "5000",
        "Microseconds a wait spins (TIDAL_BUSY_POLL says how) before it sleeps in poll()."},
+      {"TIDAL_FLIGHT_RECORDER", Kind::Int, "256",
+       "How many of its last calls each communicator keeps in its flight record (0: none)."},
+      {"TIDAL_DUMP_ON_TIMEOUT", Kind::Bool, "0",
+       "1: a call that times out, or fails because a peer gave up, writes the communicator's "
+       "flight record (TIDAL_DUMP_FILE)."},
+      {"TIDAL_DUMP_SIGNAL", Kind::String, "",
+       "A signal (USR1, USR2, HUP, URG, PWR, WINCH) that makes every communicator of the "
+       "process write its flight record; empty: none."},
+      {"TIDAL_DUMP_FILE", Kind::String, "tidal-flight.%h.%p.%c.json",
+       "Where flight records go: %h host, %p pid, %r rank, %c the communicator's id."},
       {"TIDAL_CHECK_CALLS", Kind::Bool, "1",
        "1: each collective sends its signature (collective, count, datatype, op, root, call "
        "number) ahead of its data, and ranks that disagree fail naming both calls (all ranks)."},
