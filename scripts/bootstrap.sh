@@ -14,6 +14,8 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev libpmix-dev openssh-client
   libgloo-dev
   iproute2 procps clang-format
+  # The libFuzzer harnesses (tests/fuzz): clang with its fuzzer runtime.
+  clang libclang-rt-14-dev
   # The ib transport (verbs headers; libibverbs is dlopened at run time) and
   # its Soft-RoCE VM test: Debian's kernel with rdma_rxe booted in QEMU.
   libibverbs-dev ibverbs-providers ibverbs-utils rdma-core

@@ -66,22 +66,11 @@ std::vector<QpEndpoint> readQps(wire::Reader& r, uint32_t n) {
 
 }  // namespace
 
-std::string pathText(const IbDevice& device, ibv_mtu pathMtu) {
-  return fmt::format("{} mtu {} GDR {}", device.pathText(), mtuName(pathMtu),
-                     device.gpu().modeName());
-}
-
 std::string geometryText(const ConnectionGeometry& geometry) {
   const uint32_t eager = geometry.eagerBytes;
   return fmt::format(
       "{} QP{}, eager <= {}", geometry.nqps, geometry.nqps == 1 ? "" : "s",
       eager % 1024 == 0 ? fmt::format("{} KiB", eager / 1024) : fmt::format("{} B", eager));
-}
-
-std::string railText(const RailSlot& rail, const IbDevice& device) {
-  if (rail.count <= 1) return {};
-  return fmt::format(" (rail {} of {}, {}:{})", rail.index, rail.count, device.name(),
-                     device.port());
 }
 
 ConnectHandle encodeListenInfo(const ListenInfo& info) {
