@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Runs a Tidal job across "hosts" made of network namespaces on this machine.
 #
-#   netns_hosts.sh [-H hosts] [-L ranks-per-host] [-d delay | -D delay] [-r rate] -- PROGRAM ARGS...
+#   netns_hosts.sh [-H hosts] [-L ranks-per-host] [-d delay | -D delay | -n NETEM] [-r rate]
+#                  [-f DOWN@AFTER] -- PROGRAM ARGS...
 #
 # -d adds the delay where the kernel has tc netem and runs without it where
 # it does not (this project's development and CI kernels); -D requires it and
-# exits 1 without netem (tests/vm runs it so under Debian's kernel).
+# exits 1 without netem (tests/vm runs it so under Debian's kernel). -n gives
+# netem a whole impairment ("delay 1ms loss 1% duplicate 1% reorder 25% 50%")
+# and, like -D, requires netem. -f takes host 1's link down AFTER seconds
+# after the ranks start, for DOWN seconds, then up again (a flapping cable).
 #
 # Creates H namespaces (tdl-h0 ..), each with a veth into a bridge in the
 # root namespace at 10.231.0.(h+1)/24, an optional delay (tc netem, where
@@ -16,15 +20,18 @@
 # cannot be made here (not root, no ip netns), which ctest reports as skipped.
 set -uo pipefail
 
-HOSTS=2 PER_HOST=2 DELAY="" NEED_DELAY=0 RATE="" TIMEOUT=${NETNS_TIMEOUT:-600}
-while getopts "H:L:d:D:r:" opt; do
+HOSTS=2 PER_HOST=2 DELAY="" NEED_DELAY=0 RATE="" FLAP="" TIMEOUT=${NETNS_TIMEOUT:-600}
+NETEM=""  # the netem arguments: "delay $DELAY" for -d/-D, or -n's
+while getopts "H:L:d:D:n:r:f:" opt; do
   case $opt in
     H) HOSTS=$OPTARG ;;
     L) PER_HOST=$OPTARG ;;
     d) DELAY=$OPTARG ;;
     D) DELAY=$OPTARG NEED_DELAY=1 ;;
+    n) NETEM=$OPTARG DELAY=impaired NEED_DELAY=1 ;;
     r) RATE=$OPTARG ;;
-    *) echo "usage: $0 [-H hosts] [-L ranks-per-host] [-d delay | -D delay] [-r rate] -- PROGRAM ARGS" >&2; exit 2 ;;
+    f) FLAP=$OPTARG ;;
+    *) echo "usage: $0 [-H hosts] [-L ranks-per-host] [-d delay | -D delay | -n NETEM] [-r rate] [-f DOWN@AFTER] -- PROGRAM ARGS" >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -37,7 +44,9 @@ fi
 
 TAG="tdl$$"
 BR="${TAG}br"
+FLAP_PID=""
 cleanup() {
+  [ -n "$FLAP_PID" ] && kill "$FLAP_PID" 2>/dev/null
   for ((h = 0; h < HOSTS; h++)); do ip netns del "${TAG}h$h" 2>/dev/null; done
   ip link del "$BR" 2>/dev/null
 }
@@ -61,9 +70,11 @@ for ((h = 0; h < HOSTS; h++)); do
   # without the delay; tests/vm runs this script with -D under Debian's
   # kernel, which has it. Rate limiting uses tbf, which is always there.
   if [ -n "$DELAY" ]; then
-    if ! ip netns exec "$ns" tc qdisc add dev "${TAG}p$h" root handle 1: netem delay "$DELAY" 2>/dev/null; then
+    [ -n "$NETEM" ] || NETEM="delay $DELAY"
+    # shellcheck disable=SC2086  # NETEM is a list of netem arguments
+    if ! ip netns exec "$ns" tc qdisc add dev "${TAG}p$h" root handle 1: netem $NETEM 2>/dev/null; then
       if [ "$NEED_DELAY" = 1 ]; then
-        echo "netns_hosts: FAIL: -D $DELAY needs tc netem, which this kernel lacks" >&2
+        echo "netns_hosts: FAIL: netem $NETEM needs tc netem, which this kernel lacks" >&2
         exit 1
       fi
       [ $h -eq 0 ] && echo "netns_hosts: no tc netem in this kernel; running without the $DELAY delay"
@@ -87,6 +98,17 @@ for ((r = 0; r < NRANKS; r++)); do
     TIDAL_SECRET="$SECRET" TIDAL_HOSTID="netns-host-$h" timeout "$TIMEOUT" "$@" &
   pids+=($!)
 done
+if [ -n "$FLAP" ] && [ "$HOSTS" -ge 2 ]; then
+  (
+    sleep "${FLAP#*@}"
+    echo "netns_hosts: host 1's link down for ${FLAP%@*} s"
+    ip link set "${TAG}v1" down
+    sleep "${FLAP%@*}"
+    ip link set "${TAG}v1" up
+    echo "netns_hosts: host 1's link up again"
+  ) &
+  FLAP_PID=$!
+fi
 failed=0
 for r in "${!pids[@]}"; do
   wait "${pids[$r]}"

@@ -6,7 +6,8 @@
 # 2 ranks (shm inside a host, tcp across, hierarchical AllReduce, AllGather
 # and ReduceScatter by default), then all_reduce_perf compares hierarchical
 # with the flat tcp ring under the same delay (printed, not asserted: the VM
-# emulates its CPUs). Each step prints "RESULT <name>: PASS|FAIL"; the exit
+# emulates its CPUs). Between them, chaos: loss, duplication and reordering
+# on every host link, and a link down for 2 s mid-run, with exact results. Each step prints "RESULT <name>: PASS|FAIL"; the exit
 # status is the number of failures.
 B=/tidal/bin
 # iproute2's ip and tc: busybox's sh would run its own ip applet for a bare "ip".
@@ -47,6 +48,26 @@ rc=$?
 grep -E "passed|FAIL|netns_hosts" /tmp/suite.out | head -20
 [ $rc = 0 ] || tail -40 /tmp/suite.out
 result suite-2hosts-x2-netem-1gbit $rc
+
+# Chaos: every host link loses, duplicates and reorders packets; TCP must
+# hide it and every result must be exact (collective_worker checks each).
+echo "===== suite: 2 hosts x 2 ranks, netem delay 1ms loss 1% duplicate 1% reorder 25% 50%"
+$B/netns_hosts.sh -H 2 -L 2 -n "delay 1ms loss 1% duplicate 1% reorder 25% 50%" -- \
+  $B/collective_worker > /tmp/suite.out 2>&1
+rc=$?
+grep -E "passed|FAIL|netns_hosts" /tmp/suite.out | head -20
+[ $rc = 0 ] || tail -40 /tmp/suite.out
+result suite-2hosts-x2-loss-dup-reorder $rc
+
+# The loss above and a link that goes down for 2 s in the middle of a run
+# of AllReduces (the host tests run the flaps without netem; this is both).
+echo "===== all_reduce_perf under the same loss, across a link down for 2 s"
+TIDAL_TIMEOUT=60 $B/netns_hosts.sh -H 2 -L 1 -n "delay 1ms loss 1% duplicate 1% reorder 25% 50%" \
+  -f 2@1 -- $B/all_reduce_perf -b 1M -e 1M -n 100 -w 1 -c 1 > /tmp/flap.out 2>&1
+rc=$?
+grep -E "netns_hosts|wrong|^ +[0-9]" /tmp/flap.out | head -10
+[ $rc = 0 ] || tail -30 /tmp/flap.out
+result flap-2s-under-loss-completes-exact $rc
 
 # Hierarchical against the flat tcp ring under the same delay (sizes where
 # the delay, not the emulated CPU, dominates).
