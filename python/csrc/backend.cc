@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <thread>
 
 #include "p2p_channels.h"
 #include "tensors.h"
@@ -124,7 +125,20 @@ Comm rendezvous(const c10::intrusive_ptr<c10d::Store>& store, const std::string&
     const auto* bytes = reinterpret_cast<const uint8_t*>(id.internal);
     store->set(key, std::vector<uint8_t>(bytes, bytes + sizeof(id.internal)));
   } else {
-    const std::vector<uint8_t> bytes = store->get(key);  // waits, bounded by the store
+    // Poll rather than block in get(): TCPStore holds its one client lock
+    // for the whole of a blocking get, so two threads of this process
+    // rendezvousing at once (two point-to-point channels) could each wait
+    // for a key the other's set() cannot write.
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto pause = std::chrono::milliseconds(1);
+    while (!store->check({key})) {
+      TORCH_CHECK(std::chrono::steady_clock::now() < deadline, "tidal: rank ", rank, " of ", size,
+                  " waited ", timeout.count(), " ms for the unique id under store key '", key,
+                  "' (does rank 0 of the group run?)");
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(50));
+    }
+    const std::vector<uint8_t> bytes = store->get(key);
     TORCH_CHECK(bytes.size() == sizeof(id.internal), "tidal: the store's value for '", key,
                 "' has ", bytes.size(), " bytes, not a unique id of ", sizeof(id.internal),
                 " (another program using the key?)");
