@@ -290,12 +290,22 @@ def case_methods():
             else:
                 dist.recv(back, right, group=g)
                 dist.send(values(RANK, n, dtype, salt=2), left, group=g)
-            return [got, back]
+            # batch_isend_irecv: the same exchange, both directions in one batch.
+            left_in, right_in = torch.zeros(n, dtype=dtype), torch.zeros(n, dtype=dtype)
+            ops = [dist.P2POp(dist.isend, values(RANK, n, dtype, salt=3), right, group=g),
+                   dist.P2POp(dist.isend, values(RANK, n, dtype, salt=4), left, group=g),
+                   dist.P2POp(dist.irecv, left_in, left, group=g),
+                   dist.P2POp(dist.irecv, right_in, right, group=g)]
+            for r in dist.batch_isend_irecv(ops):
+                r.wait()
+            return [got, back, left_in, right_in]
 
         if WORLD > 1:
             c.check(f"send/recv {d}", ring,
                     lambda: [values((RANK - 1) % WORLD, n, dtype),
-                             values((RANK + 1) % WORLD, n, dtype, salt=2)])
+                             values((RANK + 1) % WORLD, n, dtype, salt=2),
+                             values((RANK - 1) % WORLD, n, dtype, salt=3),
+                             values((RANK + 1) % WORLD, n, dtype, salt=4)])
 
     dist.barrier(group=tidal_group)
     write({"failures": c.failures, "vs_gloo": c.vs_gloo, "vs_reference": c.vs_reference})
