@@ -39,18 +39,28 @@ void checkTidal(tidalResult_t result, tidalComm_t comm, const char* call) {
 
 namespace {
 
-// Tidal takes its timeout from TIDAL_TIMEOUT when a communicator is made. The
-// group's timeout goes there, unless the user had set the variable.
-void applyTimeout(std::chrono::milliseconds timeout) {
-  static const bool userSet = std::getenv("TIDAL_TIMEOUT") != nullptr;
+// Settings Tidal reads from the environment when a communicator is made, and
+// that the backend chooses for the communicators it makes, unless the user
+// set them before the first group was created:
+//  - TIDAL_TIMEOUT: the group's timeout, in whole seconds (at least 1);
+//  - TIDAL_SPIN_US=0: a wait sleeps in poll() at once. The backend's thread
+//    waits while the training thread computes on the same cores (DDP's
+//    backward pass), and a spinning wait takes the CPU from it.
+void setDefault(const char* name, const std::string& value) {
   static std::mutex mutex;
-  if (userSet) return;
-  const int64_t ms = std::max<int64_t>(timeout.count(), 1);
-  const int64_t seconds = std::min<int64_t>((ms + 999) / 1000, 1000000000);
-  const std::string value = std::to_string(seconds);
   std::lock_guard lock(mutex);
-  const char* now = std::getenv("TIDAL_TIMEOUT");
-  if (!now || value != now) setenv("TIDAL_TIMEOUT", value.c_str(), 1);
+  const char* now = std::getenv(name);
+  if (!now || value != now) setenv(name, value.c_str(), 1);
+}
+
+void applyDefaults(std::chrono::milliseconds timeout) {
+  static const bool userTimeout = std::getenv("TIDAL_TIMEOUT") != nullptr;
+  static const bool userSpin = std::getenv("TIDAL_SPIN_US") != nullptr;
+  if (!userTimeout) {
+    const int64_t ms = std::max<int64_t>(timeout.count(), 1);
+    setDefault("TIDAL_TIMEOUT", std::to_string(std::min<int64_t>((ms + 999) / 1000, 1000000000)));
+  }
+  if (!userSpin) setDefault("TIDAL_SPIN_US", "0");
 }
 
 size_t countOf(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
@@ -144,7 +154,7 @@ Comm rendezvous(const c10::intrusive_ptr<c10d::Store>& store, const std::string&
                 " (another program using the key?)");
     std::memcpy(id.internal, bytes.data(), bytes.size());
   }
-  applyTimeout(timeout);
+  applyDefaults(timeout);
   tidalComm_t comm = nullptr;
   const tidalResult_t result = tidalCommInitRank(&comm, size, id, rank);
   if (result != tidalSuccess) {
