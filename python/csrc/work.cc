@@ -1,6 +1,7 @@
 #include "work.h"
 
 #include <c10/util/Exception.h>
+#include <pthread.h>
 
 #include <utility>
 
@@ -60,7 +61,10 @@ void TidalWork::complete(std::exception_ptr error) {
   }
 }
 
-WorkQueue::WorkQueue(std::string name) : name_(std::move(name)), thread_([this] { loop(); }) {}
+WorkQueue::WorkQueue(std::string name) : name_(std::move(name)), thread_([this] { loop(); }) {
+  // Shown by top -H and gdb (at most 15 characters).
+  pthread_setname_np(thread_.native_handle(), name_.substr(0, 15).c_str());
+}
 
 WorkQueue::~WorkQueue() {
   {
