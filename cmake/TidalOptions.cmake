@@ -41,3 +41,5 @@ endif()
 tidal_resolve_option(TIDAL_WITH_OFI OFI_FOUND)
 
 include(${CMAKE_CURRENT_LIST_DIR}/TidalCuda.cmake)
+
+include(${CMAKE_CURRENT_LIST_DIR}/TidalTorch.cmake)

@@ -27,6 +27,10 @@ PACKAGES=(
   # a kubectl is present; Debian's kubernetes-client is not installed because
   # it conflicts with the kubectl package some images carry).
   slurm-wlm munge python3-yaml
+  # The torch.distributed backend (python/, tests/torch): Debian's CPU
+  # PyTorch 1.13, its C++ headers and pybind11, pytest, and an optimised BLAS
+  # for the DDP benchmark.
+  python3-torch libtorch-dev pybind11-dev python3-pytest libopenblas0-pthread
 )
 
 missing=()

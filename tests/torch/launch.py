@@ -1,0 +1,88 @@
+"""Starts N ranks of tests/torch/worker.py as separate processes, as torchrun
+would (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), and collects what each
+wrote. Imported by the test files; each rank's stdout/stderr is kept for the
+failure message."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "worker.py")
+
+
+def free_port():
+    # Tidal's rendezvous listens on MASTER_PORT + 1 under torchrun-style
+    # variables (TIDAL_MASTER_PORT_OFFSET): pick a port whose successor is free too.
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        try:
+            with socket.socket() as s2:
+                s2.bind(("127.0.0.1", port + 1))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no free port pair")
+
+
+class Ranks:
+    def __init__(self, results, outputs, codes, elapsed):
+        self.results = results  # per rank: the JSON the worker wrote, or None
+        self.outputs = outputs  # per rank: stdout + stderr
+        self.codes = codes
+        self.elapsed = elapsed
+
+    def log(self):
+        return "\n".join(f"--- rank {r} (exit {c}) ---\n{o}"
+                         for r, (c, o) in enumerate(zip(self.codes, self.outputs)))
+
+
+def run(case, nprocs, timeout=120, args=(), env=None, expect_ok=True):
+    """Runs worker.py CASE ARGS on nprocs ranks; returns Ranks. With expect_ok,
+    every rank must exit 0."""
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="tidal-torch-") as tmp:
+        procs = []
+        start = time.monotonic()
+        for rank in range(nprocs):
+            e = dict(os.environ)
+            e.update({
+                "RANK": str(rank), "WORLD_SIZE": str(nprocs), "LOCAL_RANK": str(rank),
+                "LOCAL_WORLD_SIZE": str(nprocs), "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port), "TIDAL_TEST_OUT": tmp, "OMP_NUM_THREADS": "1",
+            })
+            e.update(env or {})
+            procs.append(subprocess.Popen(
+                [sys.executable, WORKER, case, *map(str, args)], env=e,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        outputs, codes = [], []
+        deadline = start + timeout
+        for p in procs:
+            try:
+                out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                for q in procs:
+                    q.kill()
+                out, _ = p.communicate()
+                out += f"\n[launch.py: killed after {timeout} s]"
+            outputs.append(out)
+            codes.append(p.returncode)
+        elapsed = time.monotonic() - start
+        results = []
+        for rank in range(nprocs):
+            path = os.path.join(tmp, f"rank{rank}.json")
+            if os.path.exists(path):
+                with open(path) as f:
+                    results.append(json.load(f))
+            else:
+                results.append(None)
+    ranks = Ranks(results, outputs, codes, elapsed)
+    if expect_ok:
+        assert codes == [0] * nprocs, ranks.log()
+    return ranks
