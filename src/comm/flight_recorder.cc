@@ -118,21 +118,28 @@ uint64_t FlightRecorder::begin(const char* what, const CallSignature* signature)
   e.what = what;
   e.signed_ = signature != nullptr;
   if (signature) e.signature = *signature;
-  e.state = State::Running;
+  e.state.store(State::Running, std::memory_order_relaxed);
   e.startUs = wallMicros();
-  e.endUs = 0;
+  e.endUs.store(0, std::memory_order_relaxed);
   e.error.clear();
   return call;
 }
 
 void FlightRecorder::end(uint64_t call, bool enqueued, const std::string& error) {
-  std::lock_guard lock(mutex_);
   if (ring_.empty()) return;
+  // Only this thread writes entries (under the communicator's call lock), so
+  // e.call is stable here; the dump reads state and endUs atomically.
   Entry& e = ring_[(call - 1) % ring_.size()];
   if (e.call != call) return;  // overwritten already (a ring smaller than a group)
-  e.state = !error.empty() ? State::Failed : enqueued ? State::Enqueued : State::Completed;
-  e.endUs = wallMicros();
+  if (error.empty()) {
+    e.endUs.store(wallMicros(), std::memory_order_relaxed);
+    e.state.store(enqueued ? State::Enqueued : State::Completed, std::memory_order_release);
+    return;
+  }
+  std::lock_guard lock(mutex_);
   e.error = error;
+  e.endUs.store(wallMicros(), std::memory_order_relaxed);
+  e.state.store(State::Failed, std::memory_order_release);
 }
 
 std::string FlightRecorder::toJson() const {
@@ -150,7 +157,8 @@ std::string FlightRecorder::toJson() const {
         i ? "," : "", e.call, jsonString(e.what),
         jsonString(e.signed_ ? e.signature.describe() : std::string(e.what)),
         e.signed_ ? static_cast<int64_t>(e.signature.seq + 1) : -1,
-        stateName(static_cast<int>(e.state)), e.startUs, e.endUs, jsonString(e.error));
+        stateName(static_cast<int>(e.state.load(std::memory_order_acquire))), e.startUs,
+        e.endUs.load(std::memory_order_relaxed), jsonString(e.error));
   }
   return out + "\n]}\n";
 }

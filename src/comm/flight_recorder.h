@@ -3,14 +3,15 @@
 // waited on), kept so that a hang or a timeout can be explained after the
 // fact: which ranks are behind, and where.
 //
-// Written by the calling thread inside execute() (two short locked updates
-// per call, coarse clock reads); read by dumps: on a timeout when
+// Written by the calling thread inside execute() (one short locked update
+// and two atomic stores per call, coarse clock reads); read by dumps: on a timeout when
 // TIDAL_DUMP_ON_TIMEOUT=1, and on the signal named by TIDAL_DUMP_SIGNAL
 // (every live communicator of the process). A dump is one JSON file per
 // communicator and rank, named by TIDAL_DUMP_FILE (%h host, %p pid, %r rank);
 // tools/tidal-flight merges the ranks' files and says who is behind.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -56,8 +57,11 @@ class FlightRecorder {
     const char* what = "";
     bool signed_ = false;
     CallSignature signature;
-    State state = State::Running;
-    int64_t startUs = 0, endUs = 0;  // wall clock, microseconds since the epoch
+    // Atomic, so that a successful end() (the common case) takes no lock:
+    // the dump reads them under mutex_, the fields above it too.
+    std::atomic<State> state{State::Running};
+    int64_t startUs = 0;  // wall clock, microseconds since the epoch
+    std::atomic<int64_t> endUs{0};
     std::string error;
   };
 
