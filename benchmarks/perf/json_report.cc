@@ -1,5 +1,7 @@
 #include "json_report.h"
 
+#include "core/json_quote.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -52,32 +54,7 @@ int openNew(const std::string& path, std::string& used) {
 
 }  // namespace
 
-std::string jsonQuote(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
+std::string jsonQuote(const std::string& text) { return tidal::jsonQuote(text); }
 
 JsonReport::JsonReport(const std::string& path, int argc, char** argv, const PerfOptions& o)
     : cpuTime_(o.reportCpuTime != 0) {

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/json_quote.h"
 #include "core/log.h"
 #include "core/params.h"
 
@@ -26,30 +27,6 @@ int64_t wallMicros() {
   timespec ts{};
   ::clock_gettime(CLOCK_REALTIME_COARSE, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
-}
-
-std::string jsonString(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (c < 0x20) {
-          out += fmt::format("\\u{:04x}", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
 }
 
 const char* stateName(int s) {
@@ -147,18 +124,18 @@ std::string FlightRecorder::toJson() const {
   std::string out = fmt::format(
       "{{\"tidal_flight_record\": 1, \"comm\": {}, \"name\": {}, \"rank\": {}, \"nranks\": {}, "
       "\"pid\": {}, \"dumped_us\": {}, \"calls\": {}, \"ops\": [",
-      jsonString(commId_), jsonString(name_), rank_, nranks_, ::getpid(), wallMicros(), calls_);
+      jsonQuote(commId_), jsonQuote(name_), rank_, nranks_, ::getpid(), wallMicros(), calls_);
   const uint64_t kept = std::min<uint64_t>(calls_, ring_.size());
   for (uint64_t call = calls_ - kept + 1, i = 0; call <= calls_; ++call, ++i) {
     const Entry& e = ring_[(call - 1) % ring_.size()];
     out += fmt::format(
         "{}\n  {{\"call\": {}, \"what\": {}, \"detail\": {}, \"signed_call\": {}, \"state\": "
         "\"{}\", \"start_us\": {}, \"end_us\": {}, \"error\": {}}}",
-        i ? "," : "", e.call, jsonString(e.what),
-        jsonString(e.signed_ ? e.signature.describe() : std::string(e.what)),
+        i ? "," : "", e.call, jsonQuote(e.what),
+        jsonQuote(e.signed_ ? e.signature.describe() : std::string(e.what)),
         e.signed_ ? static_cast<int64_t>(e.signature.seq + 1) : -1,
         stateName(static_cast<int>(e.state.load(std::memory_order_acquire))), e.startUs,
-        e.endUs.load(std::memory_order_relaxed), jsonString(e.error));
+        e.endUs.load(std::memory_order_relaxed), jsonQuote(e.error));
   }
   return out + "\n]}\n";
 }
