@@ -16,6 +16,7 @@
 #include "core/json_quote.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "core/path_pattern.h"
 
 namespace tidal {
 
@@ -141,16 +142,8 @@ std::string FlightRecorder::toJson() const {
 }
 
 std::string FlightRecorder::dump() const {
-  std::string path = params::getString("TIDAL_DUMP_FILE");
-  char host[256] = {0};
-  ::gethostname(host, sizeof host - 1);
-  const std::pair<const char*, std::string> fields[] = {{"%h", host},
-                                                        {"%p", std::to_string(::getpid())},
-                                                        {"%r", std::to_string(rank_)},
-                                                        {"%c", commId_}};
-  for (const auto& [key, value] : fields) {
-    for (size_t pos; (pos = path.find(key)) != std::string::npos;) path.replace(pos, 2, value);
-  }
+  const std::string path = expandPathPattern(params::getString("TIDAL_DUMP_FILE"),
+                                             {{"%r", std::to_string(rank_)}, {"%c", commId_}});
   std::ofstream out(path, std::ios::trunc);
   out << toJson();
   out.close();

@@ -52,6 +52,19 @@ std::string listText(const std::vector<int>& ranks) {
   return out + "]";
 }
 
+// Takes `lock` once the call in flight on another thread (stopped by an
+// abort just before) has left; throws Timeout after TIDAL_TIMEOUT.
+void waitForCallToLeave(std::unique_lock<std::mutex>& lock, int rank, const char* what) {
+  const auto giveUp = Clock::now() + std::chrono::seconds(timeoutSeconds());
+  while (!lock.try_lock()) {
+    if (Clock::now() > giveUp) {
+      fail(tidalTimeout, "rank {}: {}: the call in flight did not stop within {} s", rank, what,
+           timeoutSeconds());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 }  // namespace
 
 std::unique_lock<std::mutex> Communicator::enterManagement(const char* what, bool allowRevoked,
@@ -63,14 +76,7 @@ std::unique_lock<std::mutex> Communicator::enterManagement(const char* what, boo
     engine_->abort();
     if (device_) device_->abort();
     breakWith(Error(tidalRemoteError, fmt::format("rank {}: {} aborted the call", rank_, what)));
-    const auto giveUp = Clock::now() + std::chrono::seconds(timeoutSeconds());
-    while (!lock.try_lock()) {
-      if (Clock::now() > giveUp) {
-        fail(tidalTimeout, "rank {}: {}: the call in flight did not stop within {} s", rank_, what,
-             timeoutSeconds());
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    waitForCallToLeave(lock, rank_, what);
   }
   if (!lock.owns_lock()) {
     fail(tidalInvalidUsage,
@@ -101,15 +107,8 @@ void Communicator::revoke() {
                   fmt::format("rank {}: the communicator was revoked (tidalCommRevoke)", rank_)));
   // Quiescent on return: a call in flight on another thread has failed and
   // left once the call lock is free (its waits end at the abort).
-  const auto giveUp = Clock::now() + std::chrono::seconds(timeoutSeconds());
-  while (!opMutex_.try_lock()) {
-    if (Clock::now() > giveUp) {
-      fail(tidalTimeout, "rank {}: tidalCommRevoke: the call in flight did not stop within {} s",
-           rank_, timeoutSeconds());
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  opMutex_.unlock();
+  std::unique_lock lock(opMutex_, std::defer_lock);
+  waitForCallToLeave(lock, rank_, "tidalCommRevoke");
 }
 
 std::unique_ptr<Communicator> Communicator::shrink(const std::vector<int>& excluded,

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "core/params.h"
+#include "core/path_pattern.h"
 
 namespace tidal::log {
 
@@ -87,15 +88,6 @@ unsigned parseSubsys(const std::string& text) {
   return exclude ? ~mask : mask;
 }
 
-std::string expandPath(std::string pattern) {
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  for (size_t pos; (pos = pattern.find("%h")) != std::string::npos;) pattern.replace(pos, 2, host);
-  const std::string pid = std::to_string(getpid());
-  for (size_t pos; (pos = pattern.find("%p")) != std::string::npos;) pattern.replace(pos, 2, pid);
-  return pattern;
-}
-
 State& state() {
   static State s = [] {
     State st;
@@ -114,7 +106,7 @@ State& state() {
     spdlog::sink_ptr sink;
     if (!file.empty()) {
       try {
-        sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(expandPath(file));
+        sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(expandPathPattern(file));
       } catch (const spdlog::spdlog_ex&) {
         sink = nullptr;  // fall back to stderr below
       }
