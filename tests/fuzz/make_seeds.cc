@@ -22,7 +22,8 @@ namespace {
 void write(const std::string& dir, const std::string& name, const std::vector<uint8_t>& bytes) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/" + name, std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
 }
 
 std::vector<uint8_t> withHeader(wire::MsgType type, const std::vector<uint8_t>& body) {
