@@ -23,7 +23,8 @@ fi
 
 # The parsers and what they need of the library, nothing that does I/O.
 common=(src/core/error.cc src/core/socket.cc src/core/secret.cc src/core/params.cc
-        src/core/params_table.cc src/core/log.cc src/core/dtype.cc src/net/wire.cc)
+        src/core/params_table.cc src/core/log.cc src/core/path_pattern.cc src/core/dtype.cc
+        src/net/wire.cc)
 declare -A extra=(
   [fuzz_wire]=""
   [fuzz_unique_id]="src/bootstrap/unique_id.cc"

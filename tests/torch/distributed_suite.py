@@ -16,6 +16,10 @@ os.environ.setdefault("BACKEND", "tidal")
 os.environ.setdefault("WORLD_SIZE", "2")
 # The suite reads TEMP_DIR at import; setUp makes a fresh one per test.
 os.environ.setdefault("TEMP_DIR", "/tmp")
+# torch.testing's common_utils writes JUnit XML reports when CI is set (as it
+# is in .ci/run), through xmlrunner, which Debian does not ship: the run would
+# stop at the import. The spawned ranks inherit the environment without it.
+os.environ.pop("CI", None)
 
 import torch.distributed as dist  # noqa: E402
 
