@@ -63,6 +63,17 @@ typedef enum {
 #define NCCL_UNDEF_FLOAT (-1.0f)
 #define NCCL_API_MAGIC 0xcafebeefu
 
+/* ncclConfig_t.CTAPolicy values (accepted and ignored by Tidal). */
+#define NCCL_CTA_POLICY_DEFAULT 0x00
+#define NCCL_CTA_POLICY_EFFICIENCY 0x01
+#define NCCL_CTA_POLICY_ZERO 0x02
+
+/* ncclCommWindowRegister's winFlags, and the alignment NCCL asks of a window. */
+#define NCCL_WIN_DEFAULT 0x00
+#define NCCL_WIN_COLL_SYMMETRIC 0x01
+#define NCCL_WIN_STRICT_ORDERING 0x02
+#define NCCL_WIN_REQUIRED_ALIGNMENT 4096
+
 /* Field order and types are NCCL 2.30's; size/magic/version let the library
  * read configs of older layouts. */
 typedef struct ncclConfig_v23000 {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "nccl.h"
+#include "nccl_device.h"
 #include "tidal/tidal.h"
 
 #define NCCL_SHIM_API extern "C" __attribute__((visibility("default")))
@@ -439,16 +440,22 @@ NCCL_SHIM_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handl
   return done(tidalCommDeregister(toTidal(comm), handle));
 }
 
-NCCL_SHIM_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void*, size_t, ncclWindow_t* win,
-                                                  int) {
+// Windows are Tidal's checked handles (no symmetric memory); the flags have
+// the same values (checked here).
+static_assert(NCCL_WIN_DEFAULT == TIDAL_WIN_DEFAULT &&
+              NCCL_WIN_COLL_SYMMETRIC == TIDAL_WIN_COLL_SYMMETRIC &&
+              NCCL_WIN_STRICT_ORDERING == TIDAL_WIN_STRICT_ORDERING);
+
+NCCL_SHIM_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size,
+                                                  ncclWindow_t* win, int winFlags) {
   shimError.clear();
-  if (win != nullptr) *win = nullptr;
-  return unimplemented("ncclCommWindowRegister", comm);
+  return done(tidalCommWindowRegister(toTidal(comm), buff, size,
+                                      reinterpret_cast<tidalWindow_t*>(win), winFlags));
 }
 
-NCCL_SHIM_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t) {
+NCCL_SHIM_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   shimError.clear();
-  return unimplemented("ncclCommWindowDeregister", comm);
+  return done(tidalCommWindowDeregister(toTidal(comm), reinterpret_cast<tidalWindow_t>(win)));
 }
 
 NCCL_SHIM_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar,
@@ -585,3 +592,104 @@ NCCL_SHIM_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t*) {
   shimError.clear();
   return unimplemented("ncclGroupSimulateEnd", nullptr);
 }
+
+// The device API's host side (nccl_device.h). Tidal has no device-initiated
+// communication: the queries say so, device communicators are refused.
+namespace {
+
+// A Tidal failure reported under the NCCL call's name.
+ncclResult_t failFromTidal(tidalResult_t r, const char* call, ncclComm_t comm) {
+  shimError = std::string(call) + ": " + tidalGetLastError(toTidal(comm));
+  return toNccl(r);
+}
+
+// Rank and size of comm, or the failure naming `call`.
+ncclResult_t rankAndSize(const char* call, ncclComm_t comm, int* rank, int* nRanks) {
+  if (comm == nullptr) return fail(ncclInvalidArgument, call, "comm is NULL", nullptr);
+  if (tidalResult_t r = tidalCommUserRank(toTidal(comm), rank); r != tidalSuccess)
+    return failFromTidal(r, call, comm);
+  if (tidalResult_t r = tidalCommCount(toTidal(comm), nRanks); r != tidalSuccess)
+    return failFromTidal(r, call, comm);
+  return ncclSuccess;
+}
+
+ncclTeam_t team(const char* call, ncclComm_t comm, bool lsa) {
+  shimError.clear();
+  int rank = 0, nRanks = 0;
+  if (rankAndSize(call, comm, &rank, &nRanks) != ncclSuccess) return ncclTeam_t{0, 0, 0};
+  // Every rank is its own load/store-accessible team; the world (and so the
+  // rail, the ranks at the same LSA index) is every rank.
+  return lsa ? ncclTeam_t{1, 0, 1} : ncclTeam_t{nRanks, rank, 1};
+}
+
+}  // namespace
+
+NCCL_SHIM_API ncclResult_t ncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t* props) {
+  shimError.clear();
+  const char* call = "ncclCommQueryProperties";
+  if (props == nullptr) return fail(ncclInvalidArgument, call, "props is NULL", comm);
+  if (props->magic != NCCL_API_MAGIC)
+    return fail(ncclInvalidArgument, call,
+                "props->magic is " + std::to_string(props->magic) +
+                    ", not NCCL_API_MAGIC: initialise it with NCCL_COMM_PROPERTIES_INITIALIZER",
+                comm);
+  if (props->size < offsetof(ncclCommProperties_t, rank) + sizeof(props->rank) ||
+      props->size > sizeof(ncclCommProperties_t))
+    return fail(
+        ncclInvalidArgument, call,
+        "props->size is " + std::to_string(props->size) + ", not a known ncclCommProperties_t size",
+        comm);
+  int rank = 0, nRanks = 0, cudaDev = -1;
+  if (ncclResult_t r = rankAndSize(call, comm, &rank, &nRanks); r != ncclSuccess) return r;
+  if (tidalResult_t r = tidalCommCuDevice(toTidal(comm), &cudaDev); r != tidalSuccess)
+    return failFromTidal(r, call, comm);
+  const size_t size = props->size;
+#define SHIM_PROP(f, v) \
+  if (offsetof(ncclCommProperties_t, f) + sizeof(props->f) <= size) props->f = v;
+  SHIM_PROP(rank, rank)
+  SHIM_PROP(nRanks, nRanks)
+  SHIM_PROP(cudaDev, cudaDev)
+  SHIM_PROP(nvmlDev, -1)  // Tidal does not use NVML
+  SHIM_PROP(deviceApiSupport, false)
+  SHIM_PROP(multimemSupport, false)
+  SHIM_PROP(ginType, NCCL_GIN_TYPE_NONE)
+  SHIM_PROP(nLsaTeams, nRanks)  // each rank is its own LSA team
+  SHIM_PROP(hostRmaSupport, false)
+  SHIM_PROP(railedGinType, NCCL_GIN_TYPE_NONE)
+#undef SHIM_PROP
+  return ncclSuccess;
+}
+
+NCCL_SHIM_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const* reqs,
+                                             ncclDevComm_t* outDevComm) {
+  shimError.clear();
+  const char* call = "ncclDevCommCreate";
+  if (reqs == nullptr) return fail(ncclInvalidArgument, call, "reqs is NULL", comm);
+  if (outDevComm == nullptr) return fail(ncclInvalidArgument, call, "outDevComm is NULL", comm);
+  int rank = 0, nRanks = 0;
+  if (ncclResult_t r = rankAndSize(call, comm, &rank, &nRanks); r != ncclSuccess) return r;
+  return fail(ncclInvalidUsage, call,
+              "Tidal has no device API (no device-initiated communication): "
+              "ncclCommQueryProperties reports deviceApiSupport = 0 (docs/nccl.md)",
+              comm);
+}
+
+NCCL_SHIM_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const* devComm) {
+  shimError.clear();
+  const char* call = "ncclDevCommDestroy";
+  if (devComm == nullptr) return fail(ncclInvalidArgument, call, "devComm is NULL", comm);
+  int rank = 0, nRanks = 0;
+  if (ncclResult_t r = rankAndSize(call, comm, &rank, &nRanks); r != ncclSuccess) return r;
+  return fail(ncclInvalidUsage, call,
+              "Tidal has no device API, so no device communicator exists to destroy "
+              "(ncclDevCommCreate always fails; docs/nccl.md)",
+              comm);
+}
+
+NCCL_SHIM_API ncclTeam_t ncclTeamWorld(ncclComm_t comm) {
+  return team("ncclTeamWorld", comm, false);
+}
+
+NCCL_SHIM_API ncclTeam_t ncclTeamLsa(ncclComm_t comm) { return team("ncclTeamLsa", comm, true); }
+
+NCCL_SHIM_API ncclTeam_t ncclTeamRail(ncclComm_t comm) { return team("ncclTeamRail", comm, false); }

@@ -315,6 +315,19 @@ TIDAL_API tidalResult_t tidalMemFree(void* ptr);
 TIDAL_API tidalResult_t tidalCommRegister(const tidalComm_t comm, void* buff, size_t size,
                                           void** handle);
 TIDAL_API tidalResult_t tidalCommDeregister(const tidalComm_t comm, void* handle);
+/* NCCL 2.27's windows: [buff, buff + size) registered with comm under winFlags
+ * (TIDAL_WIN_*). Tidal has no symmetric memory or device API, so a window is a
+ * checked handle like tidalCommRegister's, kept apart from them (each
+ * deregister call refuses the other's handles); collectives do not use it.
+ * Local: ranks need not call it together. */
+typedef struct tidalWindow* tidalWindow_t;
+#define TIDAL_WIN_DEFAULT 0x00
+#define TIDAL_WIN_COLL_SYMMETRIC 0x01
+#define TIDAL_WIN_STRICT_ORDERING 0x02
+TIDAL_API tidalResult_t tidalCommWindowRegister(tidalComm_t comm, void* buff, size_t size,
+                                                tidalWindow_t* win, int winFlags);
+/* win NULL is accepted (nothing to deregister), as NCCL does. */
+TIDAL_API tidalResult_t tidalCommWindowDeregister(tidalComm_t comm, tidalWindow_t win);
 
 /*
  * Fault tolerance and elasticity (NCCL 2.27-2.30). docs/api.md, "Revoke,

@@ -1,5 +1,6 @@
-// tidalMemAlloc / tidalMemFree (CUDA device memory) and tidalCommRegister /
-// tidalCommDeregister (a checked registry per communicator, registrations.h).
+// tidalMemAlloc / tidalMemFree (CUDA device memory), tidalCommRegister /
+// tidalCommDeregister and tidalCommWindowRegister / tidalCommWindowDeregister
+// (a checked registry per communicator, registrations.h).
 #include <cstdint>
 
 #include "comm/api_guard.h"
@@ -60,17 +61,73 @@ tidalResult_t tidalCommRegister(const tidalComm_t comm, void* buff, size_t size,
   });
 }
 
+}  // extern "C"
+
+namespace {
+
+// Removes handle (a window or a buffer registration) from comm's registry, or
+// fails naming it and why it is not one of comm's.
+void deregister(tidalComm_t comm, const char* fn, void* handle, bool window) {
+  if (comm->registrations.remove(handle, window)) return;
+  const char* what = window ? "win" : "handle";
+  if (const auto r = comm->registrations.find(handle); r && r->window != window) {
+    fail(tidalInvalidArgument, "{}: {} {} {}", where(comm, fn), what, handle,
+         window ? "is a buffer registration (tidalCommRegister), not a window: "
+                  "deregister it with tidalCommDeregister"
+                : "is a window (tidalCommWindowRegister): deregister it with "
+                  "tidalCommWindowDeregister");
+  }
+  fail(tidalInvalidArgument, "{}: {} {} {}", where(comm, fn), what, handle,
+       registrationLiveElsewhere(handle)
+           ? "was registered on another communicator"
+           : "is not a registration of this communicator (unknown, or already deregistered)");
+}
+
+}  // namespace
+
+extern "C" {
+
 tidalResult_t tidalCommDeregister(const tidalComm_t comm, void* handle) {
   constexpr const char* fn = "tidalCommDeregister";
   return guarded(comm, [&] {
     checkComm(comm, fn);
     if (!handle) return;  // what tidalCommRegister returns for an empty buffer
-    if (!comm->registrations.remove(handle)) {
-      fail(tidalInvalidArgument, "{}: handle {} {}", where(comm, fn), handle,
-           registrationLiveElsewhere(handle)
-               ? "was registered on another communicator"
-               : "is not a registration of this communicator (unknown, or already deregistered)");
+    deregister(comm, fn, handle, false);
+  });
+}
+
+tidalResult_t tidalCommWindowRegister(tidalComm_t comm, void* buff, size_t size, tidalWindow_t* win,
+                                      int winFlags) {
+  constexpr const char* fn = "tidalCommWindowRegister";
+  return guarded(comm, [&] {
+    checkComm(comm, fn);
+    if (!win) fail(tidalInvalidArgument, "{}: win is NULL", where(comm, fn));
+    *win = nullptr;
+    if (!buff) fail(tidalInvalidArgument, "{}: buff is NULL (size {})", where(comm, fn), size);
+    if (size == 0) fail(tidalInvalidArgument, "{}: size is 0 (buff {})", where(comm, fn), buff);
+    constexpr int known = TIDAL_WIN_COLL_SYMMETRIC | TIDAL_WIN_STRICT_ORDERING;
+    if ((winFlags & ~known) != 0) {
+      fail(tidalInvalidArgument,
+           "{}: winFlags {:#x} has bits outside TIDAL_WIN_COLL_SYMMETRIC | "
+           "TIDAL_WIN_STRICT_ORDERING",
+           where(comm, fn), static_cast<unsigned>(winFlags));
     }
+    const uintptr_t start = reinterpret_cast<uintptr_t>(buff);
+    if (size > UINTPTR_MAX - start) {
+      fail(tidalInvalidArgument, "{}: buff {} + size {} overflows the address space",
+           where(comm, fn), buff, size);
+    }
+    *win = static_cast<tidalWindow_t>(
+        comm->registrations.add({buff, size, cuda::classify(buff).kind, true, winFlags}));
+  });
+}
+
+tidalResult_t tidalCommWindowDeregister(tidalComm_t comm, tidalWindow_t win) {
+  constexpr const char* fn = "tidalCommWindowDeregister";
+  return guarded(comm, [&] {
+    checkComm(comm, fn);
+    if (!win) return;  // as NCCL: nothing to deregister
+    deregister(comm, fn, win, true);
   });
 }
 

@@ -45,10 +45,12 @@ std::optional<Registration> Registrations::find(void* handle) const {
   return it->second;
 }
 
-bool Registrations::remove(void* handle) {
+bool Registrations::remove(void* handle, bool window) {
   LiveHandles& l = live();
   std::scoped_lock lock(mutex_, l.mutex);
-  if (entries_.erase(handle) == 0) return false;
+  const auto it = entries_.find(handle);
+  if (it == entries_.end() || it->second.window != window) return false;
+  entries_.erase(it);
   l.handles.erase(handle);
   return true;
 }

@@ -1,4 +1,5 @@
-// The buffers registered with one communicator (tidalCommRegister). Handles
+// The buffers registered with one communicator (tidalCommRegister) and its
+// windows (tidalCommWindowRegister). Handles
 // are checked tokens, not pointers: each is a number from one process-wide
 // counter, never reused, so deregistering an unknown handle, one already
 // deregistered or one of another communicator is told apart and refused.
@@ -19,6 +20,8 @@ struct Registration {
   void* pointer = nullptr;
   size_t bytes = 0;
   MemoryKind kind = MemoryKind::Host;
+  bool window = false;  // from tidalCommWindowRegister, not tidalCommRegister
+  int windowFlags = 0;
 };
 
 class Registrations {
@@ -30,7 +33,8 @@ class Registrations {
 
   void* add(const Registration& r);
   std::optional<Registration> find(void* handle) const;
-  bool remove(void* handle);
+  // Removes handle if it is a registration of this kind (window or not).
+  bool remove(void* handle, bool window);
   size_t size() const;
 
  private:

@@ -476,6 +476,55 @@ TEST(Memory, RegistrationHandlesAreChecked) {
   EXPECT_EQ(tidalCommDestroy(b), tidalSuccess);
 }
 
+TEST(Memory, WindowHandlesAreCheckedAndKeptApartFromRegistrations) {
+  tidalComm_t a = nullptr, b = nullptr;
+  ASSERT_EQ(tidalCommInitAll(&a, 1, nullptr), tidalSuccess);
+  ASSERT_EQ(tidalCommInitAll(&b, 1, nullptr), tidalSuccess);
+  const auto last = [&](tidalComm_t c) { return std::string(tidalGetLastError(c)); };
+  std::vector<char> buffer(1 << 16);
+  tidalWindow_t win = nullptr;
+  EXPECT_EQ(tidalCommWindowRegister(a, buffer.data(), buffer.size(), nullptr, 0),
+            tidalInvalidArgument);
+  EXPECT_THAT(last(a), HasSubstr("rank 0: tidalCommWindowRegister: win is NULL"));
+  EXPECT_EQ(tidalCommWindowRegister(a, nullptr, 16, &win, 0), tidalInvalidArgument);
+  EXPECT_THAT(last(a), HasSubstr("buff is NULL (size 16)"));
+  EXPECT_EQ(tidalCommWindowRegister(a, buffer.data(), 0, &win, 0), tidalInvalidArgument);
+  EXPECT_THAT(last(a), HasSubstr("size is 0"));
+  EXPECT_EQ(win, nullptr);
+  EXPECT_EQ(tidalCommWindowRegister(a, buffer.data(), 64, &win, 0x4), tidalInvalidArgument);
+  EXPECT_THAT(last(a), HasSubstr("winFlags 0x4 has bits outside"));
+  EXPECT_EQ(tidalCommWindowRegister(nullptr, buffer.data(), 64, &win, 0), tidalInvalidArgument);
+  EXPECT_THAT(threadError(), HasSubstr("tidalCommWindowRegister: comm is NULL"));
+  EXPECT_EQ(tidalCommWindowDeregister(a, nullptr), tidalSuccess);
+
+  ASSERT_EQ(tidalCommWindowRegister(a, buffer.data(), buffer.size(), &win,
+                                    TIDAL_WIN_COLL_SYMMETRIC | TIDAL_WIN_STRICT_ORDERING),
+            tidalSuccess)
+      << last(a);
+  ASSERT_NE(win, nullptr);
+  void* handle = nullptr;
+  ASSERT_EQ(tidalCommRegister(a, buffer.data(), buffer.size(), &handle), tidalSuccess);
+  std::ostringstream winText, handleText;
+  winText << "win " << static_cast<void*>(win);
+  handleText << "win " << handle;
+  // Each deregister call refuses the other's handles, naming the right call.
+  EXPECT_EQ(tidalCommDeregister(a, win), tidalInvalidArgument);
+  EXPECT_THAT(last(a), HasSubstr("is a window (tidalCommWindowRegister)"));
+  EXPECT_EQ(tidalCommWindowDeregister(a, reinterpret_cast<tidalWindow_t>(handle)),
+            tidalInvalidArgument);
+  EXPECT_THAT(last(a), HasSubstr(handleText.str() + " is a buffer registration"));
+  EXPECT_EQ(tidalCommWindowDeregister(b, win), tidalInvalidArgument);
+  EXPECT_THAT(last(b), HasSubstr(winText.str() + " was registered on another communicator"));
+  EXPECT_EQ(tidalCommWindowDeregister(a, win), tidalSuccess) << last(a);
+  EXPECT_EQ(tidalCommWindowDeregister(a, win), tidalInvalidArgument);
+  EXPECT_THAT(last(a), HasSubstr(winText.str() + " is not a registration of this communicator"));
+  EXPECT_EQ(tidalCommDeregister(a, handle), tidalSuccess) << last(a);
+  // A window left registered is dropped with its communicator.
+  ASSERT_EQ(tidalCommWindowRegister(b, buffer.data(), 8, &win, TIDAL_WIN_DEFAULT), tidalSuccess);
+  EXPECT_EQ(tidalCommDestroy(a), tidalSuccess);
+  EXPECT_EQ(tidalCommDestroy(b), tidalSuccess);
+}
+
 // Each rank writes its init result and error text to a file the test reads.
 struct InitOutcome {
   int result = -1;

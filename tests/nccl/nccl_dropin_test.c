@@ -2,10 +2,13 @@
  * with -lnccl, run on Tidal's drop-in. It forks NRANKS processes; rank 0
  * creates the unique id and hands it to the others through pipes. Every
  * collective's result is checked exactly; so are the errors of calls Tidal
- * lacks. Exit status 0 only when every rank passed. */
+ * lacks and the host side of the device API (nccl_device.h): properties that
+ * say "no device API", device communicators refused. Exit status 0 only when every rank passed. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <nccl.h>
+#include <nccl_device.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,13 +153,107 @@ static int runRank(int rank, ncclUniqueId id) {
   r = ncclGroupSimulateEnd(&sim);
   CHECK(r == ncclInvalidUsage && strstr(ncclGetLastError(NULL), "ncclGroupSimulateEnd"),
         "ncclGroupSimulateEnd: %d '%s'", (int)r, ncclGetLastError(NULL));
-  ncclWindow_t win;
-  r = ncclCommWindowRegister(comm, f, sizeof(float), &win, 0);
-  /* A real NCCL (one may be installed system-wide) registers windows: this
+
+  /* Windows are checked handles, apart from buffer registrations. */
+  ncclWindow_t win = NULL;
+  NCCL_OK(ncclCommWindowRegister(comm, f, COUNT * sizeof(float), &win, NCCL_WIN_COLL_SYMMETRIC));
+  CHECK(win != NULL, "ncclCommWindowRegister gave a NULL window");
+  r = ncclCommDeregister(comm, win);
+  CHECK(r == ncclInvalidArgument && strstr(ncclGetLastError(comm), "is a window"),
+        "ncclCommDeregister(window): %d '%s'", (int)r, ncclGetLastError(comm));
+  NCCL_OK(ncclCommWindowDeregister(comm, win));
+  r = ncclCommWindowDeregister(comm, win);
+  CHECK(r == ncclInvalidArgument && strstr(ncclGetLastError(comm), "tidalCommWindowDeregister") &&
+            strstr(ncclGetLastError(comm), "not a registration of this communicator"),
+        "ncclCommWindowDeregister twice: %d '%s'", (int)r, ncclGetLastError(comm));
+  NCCL_OK(ncclCommWindowDeregister(comm, NULL));
+  r = ncclCommWindowRegister(comm, f, sizeof(float), &win, 0x10);
+  CHECK(r == ncclInvalidArgument && strstr(ncclGetLastError(comm), "winFlags 0x10") && win == NULL,
+        "ncclCommWindowRegister(winFlags 0x10): %d '%s'", (int)r, ncclGetLastError(comm));
+  r = ncclCommWindowRegister(comm, f, 0, &win, NCCL_WIN_DEFAULT);
+  CHECK(r == ncclInvalidArgument && strstr(ncclGetLastError(comm), "size is 0"),
+        "ncclCommWindowRegister(size 0): %d '%s'", (int)r, ncclGetLastError(comm));
+  r = ncclCommWindowRegister(comm, f, sizeof(float), NULL, NCCL_WIN_DEFAULT);
+  CHECK(r == ncclInvalidArgument && strstr(ncclGetLastError(comm), "win is NULL") &&
+            strstr(ncclGetLastError(comm), "rank"),
+        "ncclCommWindowRegister(win NULL): %d '%s'", (int)r, ncclGetLastError(comm));
+
+  /* The device API's host side: properties say there is none, and a device
+   * communicator is refused naming the call. */
+  ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+  props.rank = props.nRanks = props.nLsaTeams = props.nvmlDev = -7;
+  props.deviceApiSupport = props.multimemSupport = props.hostRmaSupport = true;
+  props.ginType = props.railedGinType = NCCL_GIN_TYPE_PROXY;
+  int cuDev = -2;
+  NCCL_OK(ncclCommCuDevice(comm, &cuDev));
+  NCCL_OK(ncclCommQueryProperties(comm, &props));
+  CHECK(props.rank == rank && props.nRanks == NRANKS && props.cudaDev == cuDev &&
+            props.nvmlDev == -1 && props.nLsaTeams == NRANKS,
+        "properties rank %d nRanks %d cudaDev %d (comm's %d) nvmlDev %d nLsaTeams %d", props.rank,
+        props.nRanks, props.cudaDev, cuDev, props.nvmlDev, props.nLsaTeams);
+  CHECK(!props.deviceApiSupport && !props.multimemSupport && !props.hostRmaSupport &&
+            props.ginType == NCCL_GIN_TYPE_NONE && props.railedGinType == NCCL_GIN_TYPE_NONE,
+        "properties claim device support: device %d multimem %d hostRma %d gin %d railed %d",
+        (int)props.deviceApiSupport, (int)props.multimemSupport, (int)props.hostRmaSupport,
+        (int)props.ginType, (int)props.railedGinType);
+  /* An older, shorter struct: only the fields its size covers are written. */
+  ncclCommProperties_t shortProps = NCCL_COMM_PROPERTIES_INITIALIZER;
+  shortProps.size = offsetof(ncclCommProperties_t, cudaDev);
+  shortProps.cudaDev = 1234;
+  NCCL_OK(ncclCommQueryProperties(comm, &shortProps));
+  CHECK(shortProps.nRanks == NRANKS && shortProps.cudaDev == 1234, "short properties %d %d",
+        shortProps.nRanks, shortProps.cudaDev);
+  r = ncclCommQueryProperties(comm, NULL);
+  CHECK(r == ncclInvalidArgument && strstr(ncclGetLastError(comm), "ncclCommQueryProperties") &&
+            strstr(ncclGetLastError(comm), "props is NULL") &&
+            strstr(ncclGetLastError(comm), "rank"),
+        "QueryProperties(NULL): %d '%s'", (int)r, ncclGetLastError(comm));
+  ncclCommProperties_t badProps = NCCL_COMM_PROPERTIES_INITIALIZER;
+  badProps.magic = 5;
+  r = ncclCommQueryProperties(comm, &badProps);
+  CHECK(r == ncclInvalidArgument && strstr(ncclGetLastError(comm), "props->magic is 5"),
+        "QueryProperties(bad magic): %d '%s'", (int)r, ncclGetLastError(comm));
+  badProps.magic = NCCL_API_MAGIC;
+  badProps.size = 3;
+  r = ncclCommQueryProperties(comm, &badProps);
+  CHECK(r == ncclInvalidArgument && strstr(ncclGetLastError(comm), "props->size is 3"),
+        "QueryProperties(bad size): %d '%s'", (int)r, ncclGetLastError(comm));
+  r = ncclCommQueryProperties(NULL, &props);
+  CHECK(r == ncclInvalidArgument && strstr(ncclGetLastError(NULL), "comm is NULL"),
+        "QueryProperties(NULL comm): %d '%s'", (int)r, ncclGetLastError(NULL));
+
+  ncclTeam_t world = ncclTeamWorld(comm), lsa = ncclTeamLsa(comm), rail = ncclTeamRail(comm);
+  CHECK(world.nRanks == NRANKS && world.rank == rank && world.stride == 1, "world team %d %d %d",
+        world.nRanks, world.rank, world.stride);
+  CHECK(lsa.nRanks == 1 && lsa.rank == 0 && lsa.stride == 1, "lsa team %d %d %d", lsa.nRanks,
+        lsa.rank, lsa.stride);
+  CHECK(rail.nRanks == NRANKS && rail.rank == rank, "rail team %d %d", rail.nRanks, rail.rank);
+  lsa = ncclTeamLsa(NULL);
+  CHECK(lsa.nRanks == 0 && strstr(ncclGetLastError(NULL), "ncclTeamLsa: comm is NULL"),
+        "ncclTeamLsa(NULL): %d '%s'", lsa.nRanks, ncclGetLastError(NULL));
+
+  ncclDevCommRequirements_t reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+  CHECK(reqs.size == sizeof reqs && reqs.magic == NCCL_API_MAGIC && reqs.ginContextCount == 4 &&
+            reqs.ginTrafficClass == NCCL_CONFIG_UNDEF_INT && reqs.ginVaSignalsRequired,
+        "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER");
+  reqs.lsaBarrierCount = 16;
+  ncclDevComm_t devComm;
+  memset(&devComm, 0x5a, sizeof devComm);
+  r = ncclDevCommCreate(comm, &reqs, &devComm);
+  /* A real NCCL (one may be installed system-wide) has a device API: this
    * proves the program runs on Tidal's libnccl.so.2. */
-  CHECK(r == ncclInvalidUsage && strstr(ncclGetLastError(comm), "ncclCommWindowRegister") &&
-            strstr(ncclGetLastError(comm), "Tidal"),
-        "ncclCommWindowRegister: %d '%s'", (int)r, ncclGetLastError(comm));
+  CHECK(r == ncclInvalidUsage && strstr(ncclGetLastError(comm), "ncclDevCommCreate") &&
+            strstr(ncclGetLastError(comm), "Tidal has no device API") &&
+            strstr(ncclGetLastError(comm), "rank"),
+        "ncclDevCommCreate: %d '%s'", (int)r, ncclGetLastError(comm));
+  CHECK(devComm.rank == 0x5a5a5a5a, "ncclDevCommCreate wrote *outDevComm");
+  r = ncclDevCommCreate(comm, NULL, &devComm);
+  CHECK(r == ncclInvalidArgument && strstr(ncclGetLastError(comm), "reqs is NULL"),
+        "ncclDevCommCreate(reqs NULL): %d '%s'", (int)r, ncclGetLastError(comm));
+  r = ncclDevCommDestroy(comm, &devComm);
+  CHECK(r == ncclInvalidUsage && strstr(ncclGetLastError(comm), "ncclDevCommDestroy") &&
+            strstr(ncclGetLastError(comm), "no device API"),
+        "ncclDevCommDestroy: %d '%s'", (int)r, ncclGetLastError(comm));
 
   /* A value outside NCCL's enum is refused, naming the argument and value. */
   r = ncclAllReduce(f, f, 1, (ncclDataType_t)42, ncclSum, comm, NULL);
