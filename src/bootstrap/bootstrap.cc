@@ -220,7 +220,18 @@ void Bootstrap::ringPass(int type, const void* out, void* in, size_t bytes, cons
       received += n;
       moved += n;
       if (n > 0 && received == wire::kHeaderBytes) {
-        const auto problem = wire::headerProblem(wire::decodeHeader(recvHeader), msgType, bytes);
+        const wire::Header h = wire::decodeHeader(recvHeader);
+        if (h.magic == wire::kMagic && h.type == static_cast<uint16_t>(MsgType::Notice)) {
+          // Left unread from a failed call of this communicator
+          // (net/notice.h; a split after tidalCommRevoke meets them): the
+          // operation's own message follows it.
+          const wire::Notice notice = readNotice(h, deadline, fromPrev);
+          TIDAL_TRACE(Boot, "{}: skipped a notice from rank {}: {}", fromPrev, notice.origin,
+                      notice.text);
+          received = 0;
+          continue;
+        }
+        const auto problem = wire::headerProblem(h, msgType, bytes);
         if (!problem.empty()) {
           fail(tidalRemoteError, "{}: {} (do all ranks make the same bootstrap calls?)", fromPrev,
                problem);
@@ -336,6 +347,67 @@ void Bootstrap::broadcast(void* data, size_t bytes, int root) {
            rank_, timeoutSeconds_, peerName(next));
     }
   });
+}
+
+wire::Notice Bootstrap::readNotice(const wire::Header& h, Deadline deadline,
+                                   const std::string& what) {
+  if (h.version != wire::kVersion || h.length < wire::kNoticeFixedBytes ||
+      h.length > wire::kNoticeFixedBytes + wire::kMaxNoticeTextBytes) {
+    fail(tidalRemoteError, "{}: a notice of {} bytes, version {}", what, h.length, h.version);
+  }
+  std::vector<uint8_t> body(h.length);
+  prev_.recvAll(body.data(), body.size(), deadline, what);
+  return wire::decodeNotice(body.data(), body.size(), nranks_);
+}
+
+void Bootstrap::tell(const wire::Notice& notice) {
+  if (nranks_ == 1 || aborted_.load() || !brokenBy_.empty()) return;
+  const int next = (rank_ + 1) % nranks_;
+  const std::string what =
+      fmt::format("bootstrap: rank {}: telling {} why a call failed", rank_, peerName(next));
+  try {
+    const auto body = wire::encodeNotice(notice);
+    wire::sendMessage(next_, MsgType::Notice, body.data(), body.size(),
+                      Clock::now() + std::chrono::seconds(1), what);
+  } catch (const Error& e) {
+    // rank+1 is gone or stuck; part of the message may have left, so the
+    // ring's byte stream can no longer be trusted.
+    TIDAL_TRACE(Boot, "{}", e.what());
+    brokenBy_ = e.what();
+  }
+}
+
+std::optional<wire::Notice> Bootstrap::hear(std::chrono::milliseconds grace) {
+  if (nranks_ == 1 || aborted_.load() || !brokenBy_.empty()) return std::nullopt;
+  const int prev = (rank_ + nranks_ - 1) % nranks_;
+  const std::string what =
+      fmt::format("bootstrap: rank {}: hearing from {} why a call failed", rank_, peerName(prev));
+  const Deadline deadline = Clock::now() + grace;
+  uint8_t header[wire::kHeaderBytes];
+  size_t received = 0;
+  try {
+    while (received < wire::kHeaderBytes) {
+      const size_t n = prev_.recvSome(header + received, wire::kHeaderBytes - received, what);
+      received += n;
+      if (n > 0) continue;
+      pollfd p{prev_.fd(), POLLIN, 0};
+      if (::poll(&p, 1, pollTimeoutMs(deadline)) == 0 && Clock::now() >= deadline) {
+        // Silence: nothing is lost while no byte of a message was read.
+        if (received > 0) brokenBy_ = what + ": a notice stopped half-way";
+        return std::nullopt;
+      }
+    }
+    const wire::Header h = wire::decodeHeader(header);
+    if (h.magic != wire::kMagic || h.type != static_cast<uint16_t>(MsgType::Notice)) {
+      fail(tidalRemoteError, "{}: {} where a notice was expected", what, wire::typeName(h.type));
+    }
+    return readNotice(h, std::max(deadline, Clock::now() + std::chrono::seconds(1)), what);
+  } catch (const Error& e) {
+    // rank-1 is gone (its end of the ring closed) or sent something else.
+    TIDAL_TRACE(Boot, "{}", e.what());
+    brokenBy_ = e.what();
+    return std::nullopt;
+  }
 }
 
 void Bootstrap::abort() {

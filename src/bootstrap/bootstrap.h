@@ -22,13 +22,16 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bootstrap/unique_id.h"
 #include "core/socket.h"
+#include "net/notice.h"
 
 namespace tidal {
 
@@ -75,6 +78,15 @@ class Bootstrap {
   void broadcast(void* data, size_t bytes, int root);
   void barrier();
 
+  // Why a call failed, told to rank+1 and heard from rank-1 (net/notice.h).
+  // tell() is best effort: a rank+1 that is gone is no error. hear() waits
+  // at most `grace` for rank-1's notice; none when rank-1 is gone, stays
+  // silent that long, or the ring is aborted or broken. Both run with the
+  // communicator's call lock held, as every ring operation does. Ring
+  // operations skip notices left unread (a split after tidalCommRevoke).
+  void tell(const wire::Notice& notice);
+  std::optional<wire::Notice> hear(std::chrono::milliseconds grace);
+
   // Unblocks any waiter (it throws RemoteError "... aborted", as the engine
   // does on tidalCommAbort); later calls throw too. Safe from another thread.
   void abort();
@@ -87,6 +99,8 @@ class Bootstrap {
   // failure the ring's byte streams are out of step, so it stays broken.
   template <typename F>
   void guarded(const char* op, F&& body);
+  // The body of a notice whose header `h` was just read from rank-1.
+  wire::Notice readNotice(const wire::Header& h, Deadline deadline, const std::string& what);
   [[noreturn]] void failAborted(const char* op) const;
   std::string peerName(int r) const;
 

@@ -318,8 +318,7 @@ void Communicator::runRecorded(const char* what, std::optional<CallCheck>& check
       engine_->run(perCall, sendbuff, recvbuff, what, nullptr, checked);
     }
   } catch (const Error& e) {
-    breakWith(e);
-    throw;
+    throw shareFailure(e, what);
   }
 }
 

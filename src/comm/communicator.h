@@ -187,6 +187,11 @@ class Communicator {
   coll::CollectiveArgs args(size_t count, tidalDataType_t type, tidalRedOp_t op, int root,
                             bool inPlace) const;
   void breakWith(const Error& error);
+  // Breaks the communicator after a call on host buffers failed with `e`,
+  // and shares why with the other ranks (failure_notice.cc): returns the
+  // error the caller gets, which names a peer's finding when one explains
+  // this rank's lost connection or timeout.
+  Error shareFailure(const Error& e, const char* what);
   // This rank's next collective as its peers must see it (call_signature.h),
   // with the ring neighbours a rooted collective also checks with; numbered
   // by execute(); none when TIDAL_CHECK_CALLS=0.

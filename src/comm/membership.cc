@@ -109,6 +109,12 @@ void Communicator::revoke() {
   // left once the call lock is free (its waits end at the abort).
   std::unique_lock lock(opMutex_, std::defer_lock);
   waitForCallToLeave(lock, rank_, "tidalCommRevoke");
+  // The peers' calls fail as our connections close; this tells them why
+  // (failure_notice.cc), passed on around the ring.
+  if (bootstrap_ && nranks_ > 1) {
+    bootstrap_->tell({wire::Notice::Kind::Revoked, rank_, tidalInvalidUsage,
+                      fmt::format("rank {} revoked the communicator (tidalCommRevoke)", rank_)});
+  }
 }
 
 std::unique_ptr<Communicator> Communicator::shrink(const std::vector<int>& excluded,

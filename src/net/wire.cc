@@ -40,6 +40,8 @@ const char* typeName(uint16_t type) {
       return "tcp hello";
     case MsgType::ShmHello:
       return "shm hello";
+    case MsgType::Notice:
+      return "notice";
   }
   return "unknown";
 }

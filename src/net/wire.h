@@ -48,6 +48,7 @@ enum class MsgType : uint16_t {
   CudaIpcHello = 10,  // cuda_ipc sender -> receiver: secret, ranks, ring, IPC handle
   TcpHello = 11,      // tcp data socket: secret, ranks, socket index and count
   ShmHello = 12,      // shm sender -> receiver: secret, ranks, ring geometry (fds follow)
+  Notice = 13,        // ring: why a rank's call failed (net/notice.h)
 };
 const char* typeName(uint16_t type);
 

@@ -12,6 +12,7 @@
 
 #include "bootstrap/unique_id.h"
 #include "engine/call_signature.h"
+#include "net/notice.h"
 #include "net/wire.h"
 #include "transports/ib/protocol.h"
 
@@ -52,6 +53,10 @@ int main(int argc, char** argv) {
   t.address(SocketAddress::parse("127.0.0.1:5000"));
   t.address(SocketAddress::parse("[::1]:5001"));
   write(root + "/fuzz_wire", "table", withHeader(wire::MsgType::AddressTable, table));
+  write(root + "/fuzz_wire", "notice",
+        withHeader(wire::MsgType::Notice,
+                   wire::encodeNotice({wire::Notice::Kind::Finding, 1, tidalInvalidUsage,
+                                       "rank 1: AllReduce: mismatched collective"})));
 
   UniqueId id;
   id.root = SocketAddress::parse("192.168.7.9:29500");

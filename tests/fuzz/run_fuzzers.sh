@@ -26,7 +26,7 @@ common=(src/core/error.cc src/core/socket.cc src/core/secret.cc src/core/params.
         src/core/params_table.cc src/core/log.cc src/core/path_pattern.cc src/core/dtype.cc
         src/net/wire.cc)
 declare -A extra=(
-  [fuzz_wire]=""
+  [fuzz_wire]="src/net/notice.cc"
   [fuzz_unique_id]="src/bootstrap/unique_id.cc"
   [fuzz_ib_protocol]="transports/ib/protocol.cc"
   [fuzz_call_signature]="src/engine/call_signature.cc"

@@ -262,6 +262,12 @@ TEST(Revoke, StopsCallsHereAndThereAndTheCommunicatorCanStillShrink) {
           std::fprintf(stderr, "rank 1: after the peer's revoke: %d in %lld ms: %s\n", r,
                        static_cast<long long>(took), tidalGetLastError(comm));
           if (r == tidalSuccess || took > 5000) return kNoError;
+          // Told why by rank 0 (src/comm/failure_notice.cc), not only that
+          // its connection was lost.
+          if (std::string(tidalGetLastError(comm)).find("rank 0 revoked the communicator") ==
+              std::string::npos) {
+            return report(kWrong, rank, "the failed call does not say rank 0 revoked", comm);
+          }
         }
         tidalComm_t again = nullptr;
         if (tidalCommShrink(comm, nullptr, 0, &again, nullptr, TIDAL_SHRINK_DEFAULT) !=

@@ -130,6 +130,58 @@ INSTANTIATE_TEST_SUITE_P(Ranks, BootstrapN, testing::Values(1, 2, 3, 5, 8));
 // Several MiB per rank: more than loopback socket buffers absorb (about
 // 4 MiB on Linux and gVisor), so "send everything, then receive" would
 // deadlock here where the duplex ring step does not.
+// A notice goes to rank+1 only; hear() returns it, an allGather after an
+// unread one skips it, and a silent rank-1 is heard as nothing after the
+// grace, without breaking the ring.
+TEST(BootstrapNotice, TravelsToTheNextRankAndLeftoversAreSkipped) {
+  const int n = 3;
+  std::vector<std::optional<wire::Notice>> heard(n);
+  std::vector<std::vector<int>> gathered(n, std::vector<int>(n, -1));
+  auto outcomes = runRanks(freshJob(), n, allRanks(n), [&](Bootstrap& b) {
+    const int r = b.rank();
+    // Nobody has said anything yet: silence, and the ring stays usable.
+    const auto start = Clock::now();
+    EXPECT_FALSE(b.hear(50ms)) << "rank " << r;
+    EXPECT_GE(Clock::now() - start, 45ms);
+    b.barrier();
+    if (r == 0) b.tell({wire::Notice::Kind::Finding, 0, tidalInvalidUsage, "count differs\n!"});
+    if (r == 1) heard[1] = b.hear(5000ms);
+    if (r == 2) b.tell({wire::Notice::Kind::None, -1, tidalRemoteError, {}});  // to rank 0, unread
+    int mine = 10 + r;
+    b.allGather(&mine, gathered[static_cast<size_t>(r)].data(), sizeof(int));
+  });
+  expectAllOk(outcomes);
+  ASSERT_TRUE(heard[1]);
+  EXPECT_EQ(heard[1]->kind, wire::Notice::Kind::Finding);
+  EXPECT_EQ(heard[1]->origin, 0);
+  EXPECT_EQ(heard[1]->code, tidalInvalidUsage);
+  EXPECT_EQ(heard[1]->text, "count differs?!");  // control characters neutralised
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(gathered[static_cast<size_t>(r)], (std::vector<int>{10, 11, 12})) << "rank " << r;
+  }
+}
+
+TEST(BootstrapNotice, DecodeRefusesWhatNoRankSends) {
+  const auto good = wire::encodeNotice({wire::Notice::Kind::Revoked, 2, tidalInvalidUsage, "x"});
+  EXPECT_EQ(wire::decodeNotice(good.data(), good.size(), 3).origin, 2);
+  EXPECT_THROW(wire::decodeNotice(good.data(), good.size(), 2), Error);      // origin out of range
+  EXPECT_THROW(wire::decodeNotice(good.data(), good.size() - 1, 3), Error);  // text cut short
+  auto bad = good;
+  bad[0] = 9;  // kind
+  EXPECT_THROW(wire::decodeNotice(bad.data(), bad.size(), 3), Error);
+  bad = good;
+  bad[8] = 200;  // result code
+  EXPECT_THROW(wire::decodeNotice(bad.data(), bad.size(), 3), Error);
+  const auto none = wire::encodeNotice({wire::Notice::Kind::None, -1, tidalRemoteError, {}});
+  EXPECT_EQ(wire::decodeNotice(none.data(), none.size(), 1).origin, -1);
+  const auto finding = wire::encodeNotice({wire::Notice::Kind::Finding, -1, tidalRemoteError, {}});
+  EXPECT_THROW(wire::decodeNotice(finding.data(), finding.size(), 4), Error);  // needs an origin
+  const auto longText = wire::encodeNotice(
+      {wire::Notice::Kind::Finding, 0, tidalInvalidUsage, std::string(10000, 'a')});
+  EXPECT_EQ(wire::decodeNotice(longText.data(), longText.size(), 1).text.size(),
+            wire::kMaxNoticeTextBytes);
+}
+
 TEST(Bootstrap, AllGatherLargerThanSocketBuffers) {
   ScopedEnv timeout("TIDAL_TIMEOUT", "30");
   constexpr int n = 3;
