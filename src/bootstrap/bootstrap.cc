@@ -2,9 +2,11 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -383,27 +385,35 @@ std::optional<wire::Notice> Bootstrap::hear(std::chrono::milliseconds grace) {
   const std::string what =
       fmt::format("bootstrap: rank {}: hearing from {} why a call failed", rank_, peerName(prev));
   const Deadline deadline = Clock::now() + grace;
+  // The header is peeked at, not read: anything but a notice (a ring
+  // operation's message, from a rank that went on) stays for its reader.
   uint8_t header[wire::kHeaderBytes];
-  size_t received = 0;
+  for (;;) {
+    const ssize_t n = ::recv(prev_.fd(), header, sizeof header, MSG_PEEK | MSG_DONTWAIT);
+    if (n == static_cast<ssize_t>(sizeof header)) break;
+    if (n == 0) return std::nullopt;  // rank-1 closed its end: it has gone
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return std::nullopt;
+    pollfd p{prev_.fd(), POLLIN, 0};
+    if (::poll(&p, 1, pollTimeoutMs(deadline)) == 0 && Clock::now() >= deadline) {
+      return std::nullopt;  // silence (or a message still arriving: left for its reader)
+    }
+    if (n > 0) {
+      // Part of a header: poll() says readable at once; let the rest come.
+      if (Clock::now() >= deadline) return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  const wire::Header h = wire::decodeHeader(header);
+  if (h.magic != wire::kMagic || h.type != static_cast<uint16_t>(MsgType::Notice)) {
+    return std::nullopt;
+  }
   try {
-    while (received < wire::kHeaderBytes) {
-      const size_t n = prev_.recvSome(header + received, wire::kHeaderBytes - received, what);
-      received += n;
-      if (n > 0) continue;
-      pollfd p{prev_.fd(), POLLIN, 0};
-      if (::poll(&p, 1, pollTimeoutMs(deadline)) == 0 && Clock::now() >= deadline) {
-        // Silence: nothing is lost while no byte of a message was read.
-        if (received > 0) brokenBy_ = what + ": a notice stopped half-way";
-        return std::nullopt;
-      }
-    }
-    const wire::Header h = wire::decodeHeader(header);
-    if (h.magic != wire::kMagic || h.type != static_cast<uint16_t>(MsgType::Notice)) {
-      fail(tidalRemoteError, "{}: {} where a notice was expected", what, wire::typeName(h.type));
-    }
-    return readNotice(h, std::max(deadline, Clock::now() + std::chrono::seconds(1)), what);
+    const Deadline bodyDeadline = std::max(deadline, Clock::now() + std::chrono::seconds(1));
+    prev_.recvAll(header, sizeof header, bodyDeadline, what);
+    return readNotice(h, bodyDeadline, what);
   } catch (const Error& e) {
-    // rank-1 is gone (its end of the ring closed) or sent something else.
+    // rank-1 went away half-way, or sent a notice no rank sends: the ring's
+    // byte stream can no longer be trusted.
     TIDAL_TRACE(Boot, "{}", e.what());
     brokenBy_ = e.what();
     return std::nullopt;

@@ -32,6 +32,7 @@
 #include "bootstrap/unique_id.h"
 #include "core/socket.h"
 #include "net/notice.h"
+#include "net/wire.h"
 
 namespace tidal {
 

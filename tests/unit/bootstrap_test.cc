@@ -131,8 +131,9 @@ INSTANTIATE_TEST_SUITE_P(Ranks, BootstrapN, testing::Values(1, 2, 3, 5, 8));
 // 4 MiB on Linux and gVisor), so "send everything, then receive" would
 // deadlock here where the duplex ring step does not.
 // A notice goes to rank+1 only; hear() returns it, an allGather after an
-// unread one skips it, and a silent rank-1 is heard as nothing after the
-// grace, without breaking the ring.
+// unread one skips it, and a silent rank-1 (or one that already sent a ring
+// operation's message, which hear() leaves unread) is heard as nothing,
+// without breaking the ring.
 TEST(BootstrapNotice, TravelsToTheNextRankAndLeftoversAreSkipped) {
   const int n = 3;
   std::vector<std::optional<wire::Notice>> heard(n);
@@ -140,9 +141,7 @@ TEST(BootstrapNotice, TravelsToTheNextRankAndLeftoversAreSkipped) {
   auto outcomes = runRanks(freshJob(), n, allRanks(n), [&](Bootstrap& b) {
     const int r = b.rank();
     // Nobody has said anything yet: silence, and the ring stays usable.
-    const auto start = Clock::now();
     EXPECT_FALSE(b.hear(50ms)) << "rank " << r;
-    EXPECT_GE(Clock::now() - start, 45ms);
     b.barrier();
     if (r == 0) b.tell({wire::Notice::Kind::Finding, 0, tidalInvalidUsage, "count differs\n!"});
     if (r == 1) heard[1] = b.hear(5000ms);
