@@ -613,6 +613,14 @@ ncclResult_t rankAndSize(const char* call, ncclComm_t comm, int* rank, int* nRan
   return ncclSuccess;
 }
 
+// ncclDevCommCreate / Destroy once their own arguments passed: a bad comm is
+// named as such, a good one is refused with `why`.
+ncclResult_t refuseDeviceApi(const char* call, ncclComm_t comm, const char* why) {
+  int rank = 0, nRanks = 0;
+  if (ncclResult_t r = rankAndSize(call, comm, &rank, &nRanks); r != ncclSuccess) return r;
+  return fail(ncclInvalidUsage, call, why, comm);
+}
+
 ncclTeam_t team(const char* call, ncclComm_t comm, bool lsa) {
   shimError.clear();
   int rank = 0, nRanks = 0;
@@ -666,24 +674,18 @@ NCCL_SHIM_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequire
   const char* call = "ncclDevCommCreate";
   if (reqs == nullptr) return fail(ncclInvalidArgument, call, "reqs is NULL", comm);
   if (outDevComm == nullptr) return fail(ncclInvalidArgument, call, "outDevComm is NULL", comm);
-  int rank = 0, nRanks = 0;
-  if (ncclResult_t r = rankAndSize(call, comm, &rank, &nRanks); r != ncclSuccess) return r;
-  return fail(ncclInvalidUsage, call,
-              "Tidal has no device API (no device-initiated communication): "
-              "ncclCommQueryProperties reports deviceApiSupport = 0 (docs/nccl.md)",
-              comm);
+  return refuseDeviceApi(call, comm,
+                         "Tidal has no device API (no device-initiated communication): "
+                         "ncclCommQueryProperties reports deviceApiSupport = 0 (docs/nccl.md)");
 }
 
 NCCL_SHIM_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const* devComm) {
   shimError.clear();
   const char* call = "ncclDevCommDestroy";
   if (devComm == nullptr) return fail(ncclInvalidArgument, call, "devComm is NULL", comm);
-  int rank = 0, nRanks = 0;
-  if (ncclResult_t r = rankAndSize(call, comm, &rank, &nRanks); r != ncclSuccess) return r;
-  return fail(ncclInvalidUsage, call,
-              "Tidal has no device API, so no device communicator exists to destroy "
-              "(ncclDevCommCreate always fails; docs/nccl.md)",
-              comm);
+  return refuseDeviceApi(call, comm,
+                         "Tidal has no device API, so no device communicator exists to destroy "
+                         "(ncclDevCommCreate always fails; docs/nccl.md)");
 }
 
 NCCL_SHIM_API ncclTeam_t ncclTeamWorld(ncclComm_t comm) {

@@ -118,7 +118,7 @@ tidalResult_t tidalCommWindowRegister(tidalComm_t comm, void* buff, size_t size,
            where(comm, fn), buff, size);
     }
     *win = static_cast<tidalWindow_t>(
-        comm->registrations.add({buff, size, cuda::classify(buff).kind, true, winFlags}));
+        comm->registrations.add({buff, size, cuda::classify(buff).kind, true}));
   });
 }
 

@@ -208,6 +208,10 @@ void Communicator::breakWith(const Error& error) {
     std::lock_guard lock(errorMutex_);
     brokenText_ = error.what();
   }
+  closeConnections();
+}
+
+void Communicator::closeConnections() {
   // Closing our sockets makes the neighbours fail now rather than at their
   // timeout, and they in turn close theirs: the error spreads around the ring.
   if (links_) links_->abortConnections();

@@ -187,6 +187,9 @@ class Communicator {
   coll::CollectiveArgs args(size_t count, tidalDataType_t type, tidalRedOp_t op, int root,
                             bool inPlace) const;
   void breakWith(const Error& error);
+  // What breakWith does to the peers: our connections close, so the ranks
+  // waiting on us fail now and, closing theirs, pass the failure on.
+  void closeConnections();
   // Breaks the communicator after a call on host buffers failed with `e`,
   // and shares why with the other ranks (failure_notice.cc): returns the
   // error the caller gets, which names a peer's finding when one explains

@@ -35,8 +35,7 @@ Error Communicator::shareFailure(const Error& e, const char* what) {
   // Broken already (tidalCommAbort, tidalCommRevoke, a shrink that aborted
   // the call, a failure on the device path): this call failed because of
   // that, which is this rank's own doing or already shared.
-  const bool first = broken_.load() == tidalSuccess;
-  if (!first || !bootstrap_ || nranks_ == 1) {
+  if (broken_.load() != tidalSuccess || !bootstrap_ || nranks_ == 1) {
     breakWith(e);
     return e;
   }
@@ -45,32 +44,27 @@ Error Communicator::shareFailure(const Error& e, const char* what) {
     breakWith(e);
     return e;
   }
-  breakWith(e);
+  closeConnections();
   const auto grace = std::min<std::chrono::milliseconds>(kHearGrace, engine_->options().timeout);
-  std::optional<wire::Notice> heard = bootstrap_->hear(grace);
-  if (!heard || heard->kind == wire::Notice::Kind::None) {
-    bootstrap_->tell({wire::Notice::Kind::None, -1, e.code(), {}});
+  const std::optional<wire::Notice> heard = bootstrap_->hear(grace);
+  const bool explained = heard && heard->kind != wire::Notice::Kind::None;
+  // A finding is passed on until it reaches the rank that sent it; otherwise
+  // rank+1 is told there is nothing to wait for.
+  const bool passOn = explained && (rank_ + 1) % nranks_ != heard->origin;
+  bootstrap_->tell(passOn ? *heard : wire::Notice{wire::Notice::Kind::None, -1, e.code(), {}});
+  if (!explained) {
+    breakWith(e);
     return e;
-  }
-  // Passed on until it reaches the rank that sent it.
-  if ((rank_ + 1) % nranks_ != heard->origin) {
-    bootstrap_->tell(*heard);
-  } else {
-    bootstrap_->tell({wire::Notice::Kind::None, -1, e.code(), {}});
   }
   TIDAL_TRACE(Coll, "rank {}: {} failed ({}); rank {} says why: {}", rank_, what, e.what(),
               heard->origin, heard->text);
-  Error told =
+  const Error told =
       heard->kind == wire::Notice::Kind::Finding
           ? Error(heard->code, fmt::format("rank {}: {} failed: rank {} found that the "
                                            "ranks' calls disagree and broke off: {}",
                                            rank_, what, heard->origin, heard->text))
           : Error(e.code(), fmt::format("rank {}: {} failed: {}", rank_, what, heard->text));
-  {
-    std::lock_guard lock(errorMutex_);
-    brokenText_ = told.what();
-  }
-  broken_.store(told.code());
+  breakWith(told);
   return told;
 }
 

@@ -21,7 +21,6 @@ struct Registration {
   size_t bytes = 0;
   MemoryKind kind = MemoryKind::Host;
   bool window = false;  // from tidalCommWindowRegister, not tidalCommRegister
-  int windowFlags = 0;
 };
 
 class Registrations {
