@@ -430,6 +430,26 @@ void Socket::shutdownBoth() {
   if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
 }
 
+void Socket::shutdownWrite() {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
+}
+
+size_t Socket::discardReadable() {
+  size_t dropped = 0;
+  uint8_t scratch[4096];
+  // Bounded: a peer that keeps sending is not worth more than 1 MiB of reads.
+  while (fd_ >= 0 && dropped < (size_t{1} << 20)) {
+    const ssize_t n = ::recv(fd_, scratch, sizeof scratch, MSG_DONTWAIT);
+    if (n > 0) {
+      dropped += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    break;  // nothing more yet, end of stream or an error: all the same here
+  }
+  return dropped;
+}
+
 void Socket::setNonBlocking() {
   const int flags = ::fcntl(fd_, F_GETFL, 0);
   if (flags < 0 || ::fcntl(fd_, F_SETFL, flags | O_NONBLOCK) != 0) {

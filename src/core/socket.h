@@ -83,6 +83,11 @@ class Socket {
   void close();
   // shutdown(SHUT_RDWR): wakes any thread blocked in poll on it.
   void shutdownBoth();
+  // shutdown(SHUT_WR): the peer reads what was sent, then end of stream.
+  void shutdownWrite();
+  // Reads and drops whatever has arrived, without waiting; returns the bytes
+  // dropped. Used before closing a refused connection (see wire::sendReject).
+  size_t discardReadable();
 
   void setNonBlocking();
   void setNoDelay();

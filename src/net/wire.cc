@@ -169,19 +169,31 @@ void sendMessage(Socket& s, MsgType type, const void* payload, size_t bytes, Dea
 }
 
 void sendReject(Socket& s, tidalResult_t code, const std::string& text) {
-  std::vector<uint8_t> payload;
+  // One buffer, one send: header and text leave together.
+  const size_t textBytes = std::min(text.size(), kMaxRejectBytes - 4);
+  std::vector<uint8_t> message;
   // Reserving up front also keeps GCC 12's -O3 -Wstringop-overflow from a
   // false positive on the inlined push_back into an empty vector.
-  payload.reserve(kMaxRejectBytes);
-  Writer w(payload);
+  message.reserve(kHeaderBytes + kMaxRejectBytes);
+  Writer w(message);
+  const auto header = encodeHeader(MsgType::Reject, static_cast<uint32_t>(4 + textBytes));
+  w.bytes(header.data(), header.size());
   w.u32(static_cast<uint32_t>(code));
-  w.bytes(text.data(), std::min(text.size(), kMaxRejectBytes - 4));
+  w.bytes(text.data(), textBytes);
   try {
-    sendMessage(s, MsgType::Reject, payload.data(), payload.size(),
-                deadlineIn(std::chrono::milliseconds(1000)), "reject");
+    s.sendAll(message.data(), message.size(), deadlineIn(std::chrono::milliseconds(1000)),
+              "reject");
   } catch (const Error&) {
-    // The peer is gone or not reading; it learns from the closed socket.
+    return;  // the peer is gone or not reading; it learns from the closed socket
   }
+  // A refusal usually comes before the peer's message was read whole (a bad
+  // header is refused without reading its payload). Closing a TCP socket with
+  // unread bytes sends a reset instead of a FIN, and a reset may overtake and
+  // discard a reject still queued, so the peer would see "connection reset"
+  // instead of the reason. So: FIN after the reject, then drop what the peer
+  // sent, so that the caller's close() is an orderly one.
+  s.shutdownWrite();
+  s.discardReadable();
 }
 
 void recvHeader(Socket& s, MsgType expected, size_t length, Deadline deadline,

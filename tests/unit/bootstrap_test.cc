@@ -360,19 +360,32 @@ TEST(Bootstrap, WrongSecretRankFailsWithoutHurtingTheJob) {
 }
 
 TEST(Bootstrap, WrongProtocolVersionIsToldSo) {
-  ScopedEnv timeout("TIDAL_TIMEOUT", "5");
+  ScopedEnv timeout("TIDAL_TIMEOUT", "30");
   const UniqueId id = freshJob();
   Socket older = strangerConnect(id.root);
   std::vector<uint8_t> hello = helloBytes(id.secret, 0, 2, kHelloLength);
   hello[4] ^= 0x01;  // the 16-bit version follows the 32-bit magic
   sendRaw(older, hello);
   try {
-    wire::recvHeader(older, wire::MsgType::AddressTable, 2 * wire::kAddressBytes, deadlineIn(3s),
-                     "older rank");
+    wire::recvHeader(older, wire::MsgType::AddressTable, 2 * wire::kAddressBytes,
+                     deadlineIn(20s), "older rank");
     ADD_FAILURE() << "no reject for a wrong protocol version";
   } catch (const wire::PeerRejected& e) {
     EXPECT_EQ(e.code(), tidalInvalidUsage);
     EXPECT_NE(std::string(e.what()).find("protocol version"), std::string::npos) << e.what();
+  } catch (const Error& e) {
+    ADD_FAILURE() << "a wrong protocol version got, instead of a reject: " << e.what();
+  }
+  // The root refused after reading the header alone, with the rest of the
+  // hello unread. Its close must still be orderly (end of stream), not a
+  // reset: a reset may discard the reject before the peer reads it.
+  try {
+    uint8_t byte = 0;
+    older.recvAll(&byte, 1, deadlineIn(20s), "older rank");
+    ADD_FAILURE() << "the root sent more after its reject";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("connection closed by the peer"), std::string::npos)
+        << e.what();
   }
 }
 
