@@ -4,38 +4,57 @@
 // receive from A, on one communicator. Our connections keep post order per
 // peer and direction, so keeping each rank's posting order per peer is all
 // the matching needs. Because the counts of a pair are the two users' to get
-// right, each Send is preceded by a size message: the receiver refuses a
-// message longer than its receive (a truncation is an error naming both
-// counts), and takes a shorter one as it is.
+// right, each Send is preceded by a 64-byte header (a CallSignature of kind
+// Send): the receiver refuses a message longer than its receive (a
+// truncation is an error naming both counts), takes a shorter one as it is,
+// refuses another datatype when checking calls, and names a collective whose
+// signature arrives instead. A message of at most 16 bytes of host memory
+// rides inside its header: one transfer per small Send, as a collective's
+// first small transfer rides inside its signature.
 //
 // Every op of the group is posted at once, so any pattern completes without
 // deadlock (everyone sending to everyone, rings in both directions); the
 // engine moves whatever is ready on every connection in each round.
+#include <cstring>
+
 #include "collectives/ring_steps.h"
+#include "core/dtype.h"
 #include "core/error.h"
+#include "engine/call_signature.h"
 
 namespace tidal::coll {
 
 namespace {
 
-// A Send: its size message (8 bytes at `size`), then the payload in chunks.
-void appendSend(Schedule& s, int peer, BufferRef size, BufferRef payload, size_t bytes,
-                size_t chunk) {
-  s.sends.push_back({peer, size, sizeof(uint64_t), -1});
+constexpr size_t kHeaderBytes = sizeof(CallSignature);
+constexpr size_t kHeaderWords = kHeaderBytes / sizeof(uint64_t);
+static_assert(kHeaderBytes % sizeof(uint64_t) == 0);
+
+// A Send: its header (at `header`), then the payload in chunks unless the
+// header carries it.
+void appendSend(Schedule& s, int peer, BufferRef header, BufferRef payload, size_t bytes,
+                size_t chunk, bool inlined) {
+  s.sends.push_back({peer, header, kHeaderBytes, -1});
+  if (inlined) return;
   for (size_t off = 0; off < bytes; off += chunk) {
     s.sends.push_back(
         {peer, {payload.buffer, payload.offset + off}, std::min(chunk, bytes - off), -1});
   }
 }
 
-// A Recv of up to `bytes`: the size lands in the receive's own scratch word,
-// and each piece takes only what the announced size leaves for it.
-void appendRecv(Schedule& s, int peer, BufferRef payload, size_t bytes, size_t chunk) {
+// A Recv of up to `bytes`: the header lands in the receive's own scratch,
+// and each piece takes only what the announced size leaves for it (nothing
+// when the message came inside the header).
+void appendRecv(Schedule& s, int peer, BufferRef payload, size_t bytes, int32_t checkType,
+                size_t chunk) {
   const auto header = static_cast<int64_t>(s.recvs.size());
-  RecvOp size{peer, {Buffer::Scratch, s.scratchBytes}, sizeof(uint64_t), false, {}, 0};
-  size.sizeLimit = bytes;
-  s.recvs.push_back(size);
-  s.scratchBytes += sizeof(uint64_t);
+  RecvOp head{peer, {Buffer::Scratch, s.scratchBytes}, kHeaderBytes, false, {}, 0};
+  head.sizeLimit = bytes;
+  head.messageHeader = true;
+  head.headerType = checkType;
+  head.inlineTo = payload;
+  s.recvs.push_back(head);
+  s.scratchBytes += kHeaderBytes;
   for (size_t off = 0; off < bytes; off += chunk) {
     RecvOp piece{
         peer, {payload.buffer, payload.offset + off}, std::min(chunk, bytes - off), false, {}, 0};
@@ -45,40 +64,56 @@ void appendRecv(Schedule& s, int peer, BufferRef payload, size_t bytes, size_t c
   }
 }
 
+size_t chunkOf(const P2pFraming& framing) { return std::max<size_t>(framing.chunkBytes, 1); }
+
+int32_t checkTypeOf(const P2pFraming& framing, const P2pOp& op) {
+  return framing.checkTypes ? static_cast<int32_t>(op.type) : -1;
+}
+
 }  // namespace
 
-Schedule p2pSingle(const P2pOp& op, size_t chunkBytes, const uint64_t* sizeWord) {
+bool p2pInlined(const P2pFraming& framing, size_t bytes) {
+  return framing.inlineSmall && bytes > 0 && bytes <= CallSignature::kInlineCapacity;
+}
+
+Schedule p2pSingle(const P2pOp& op, const P2pFraming& framing, const void* header) {
   Schedule s;
   s.type = tidalUint8;
-  const size_t chunk = std::max<size_t>(chunkBytes, 1);
   if (op.kind == P2pOp::Kind::Send) {
-    appendSend(s, op.peer, addressOf(sizeWord), {Buffer::Send, 0}, op.bytes, chunk);
+    appendSend(s, op.peer, addressOf(header), {Buffer::Send, 0}, op.bytes, chunkOf(framing),
+               p2pInlined(framing, op.bytes));
   } else {
-    appendRecv(s, op.peer, {Buffer::Recv, 0}, op.bytes, chunk);
+    appendRecv(s, op.peer, {Buffer::Recv, 0}, op.bytes, checkTypeOf(framing, op), chunkOf(framing));
   }
   return s;
 }
 
-Schedule p2pGroup(int rank, const std::vector<P2pOp>& ops, size_t chunkBytes,
-                  std::vector<uint64_t>& sizes) {
+Schedule p2pGroup(int rank, const std::vector<P2pOp>& ops, const P2pFraming& framing,
+                  std::vector<uint64_t>& headers) {
   Schedule s;
   s.type = tidalUint8;
-  const size_t chunk = std::max<size_t>(chunkBytes, 1);
-  sizes.clear();
-  for (const P2pOp& op : ops)
-    if (op.kind == P2pOp::Kind::Send && op.peer != rank) sizes.push_back(op.bytes);
+  const size_t chunk = chunkOf(framing);
+  // Every header is written before any address into `headers` is taken.
+  size_t sends = 0;
+  for (const P2pOp& op : ops) sends += op.kind == P2pOp::Kind::Send && op.peer != rank;
+  headers.assign(sends * kHeaderWords, 0);
   // Self messages: the k-th self-send fills the k-th self-receive.
   std::vector<const P2pOp*> selfSends, selfRecvs;
-  size_t nextSize = 0;
+  size_t nextHeader = 0;
   for (const P2pOp& op : ops) {
     if (op.peer == rank) {
       (op.kind == P2pOp::Kind::Send ? selfSends : selfRecvs).push_back(&op);
       continue;
     }
     if (op.kind == P2pOp::Kind::Send) {
-      appendSend(s, op.peer, addressOf(&sizes[nextSize++]), addressOf(op.buffer), op.bytes, chunk);
+      const bool inlined = p2pInlined(framing, op.bytes);
+      const CallSignature h = CallSignature::sendHeader(
+          op.bytes / typeSize(op.type), op.type, inlined ? op.buffer : nullptr, op.bytes);
+      uint64_t* at = &headers[nextHeader++ * kHeaderWords];
+      std::memcpy(at, &h, sizeof h);
+      appendSend(s, op.peer, addressOf(at), addressOf(op.buffer), op.bytes, chunk, inlined);
     } else {
-      appendRecv(s, op.peer, addressOf(op.buffer), op.bytes, chunk);
+      appendRecv(s, op.peer, addressOf(op.buffer), op.bytes, checkTypeOf(framing, op), chunk);
     }
   }
   if (selfSends.size() != selfRecvs.size()) {

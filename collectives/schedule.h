@@ -105,6 +105,14 @@ struct RecvOp {
   size_t sizeLimit = kNoLimit;
   int64_t sizedBy = -1;
   size_t messageOffset = 0;
+  // A point-to-point message announces itself with a 64-byte header (a
+  // CallSignature of kind Send, engine/call_signature.h) instead of a bare
+  // size: the count and datatype, checked against `headerType` unless that
+  // is -1, and, for a message of at most 16 bytes, the message itself, which
+  // the engine copies to `inlineTo` (no piece follows then).
+  bool messageHeader = false;
+  int32_t headerType = -1;
+  BufferRef inlineTo{};
 };
 
 struct Schedule {
@@ -218,19 +226,31 @@ struct P2pOp {
   int peer;
   void* buffer;  // host or device address (all ops of a schedule: one kind)
   size_t bytes;
+  tidalDataType_t type = tidalUint8;  // bytes is a whole number of these
 };
+// How a group's messages are framed (p2p.cc).
+struct P2pFraming {
+  size_t chunkBytes;
+  // Messages of at most 16 bytes ride inside their header (host buffers: the
+  // header is built from the payload when the schedule is made).
+  bool inlineSmall;
+  // Receives check the sender's datatype (TIDAL_CHECK_CALLS).
+  bool checkTypes;
+};
+// Whether a Send of `bytes` travels inside its header.
+bool p2pInlined(const P2pFraming& framing, size_t bytes);
 // One Send or Recv with another rank, as p2pGroup would build it, but naming
 // the caller's buffer as the run's send (Send) or receive (Recv) buffer, so
-// that the schedule depends only on (kind, peer, bytes) and can be kept. A
-// Send's size message is read from `sizeWord`, which must hold op.bytes when
-// the schedule runs.
-Schedule p2pSingle(const P2pOp& op, size_t chunkBytes, const uint64_t* sizeWord);
-// One schedule for a whole group: each Send becomes a size message and its
-// payload in chunks, each Recv the matching sized receives; a rank's own
-// sends to itself are copied to its receives from itself in posting order.
-// `sizes` holds the size messages' values and must outlive the run.
+// that the schedule depends only on (kind, peer, bytes, type) and can be
+// kept. A Send's header is read from `header` (a 64-byte CallSignature),
+// which must hold the message's header when the schedule runs.
+Schedule p2pSingle(const P2pOp& op, const P2pFraming& framing, const void* header);
+// One schedule for a whole group: each Send becomes a header and its payload
+// in chunks, each Recv the matching sized receives; a rank's own sends to
+// itself are copied to its receives from itself in posting order.
+// `headers` holds the Sends' headers (8 words each) and must outlive the run.
 // Throws InvalidUsage when self-sends and self-receives do not pair up.
-Schedule p2pGroup(int rank, const std::vector<P2pOp>& ops, size_t chunkBytes,
-                  std::vector<uint64_t>& sizes);
+Schedule p2pGroup(int rank, const std::vector<P2pOp>& ops, const P2pFraming& framing,
+                  std::vector<uint64_t>& headers);
 
 }  // namespace tidal::coll

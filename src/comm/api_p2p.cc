@@ -160,7 +160,8 @@ tidalResult_t tidalSend(const void* sendbuff, size_t count, tidalDataType_t data
     const size_t bytes = checkBytes(comm, fn, "count", count, 1, datatype);
     checkBuffer(comm, fn, "sendbuff", sendbuff, bytes);
     const CallMemory memory = checkMemory(comm, fn, stream, {{"sendbuff", sendbuff, bytes}});
-    group::pointToPoint(c, {coll::P2pOp::Kind::Send, peer, const_cast<void*>(sendbuff), bytes},
+    group::pointToPoint(c,
+                        {coll::P2pOp::Kind::Send, peer, const_cast<void*>(sendbuff), bytes, datatype},
                         memory);
   });
 }
@@ -175,7 +176,7 @@ tidalResult_t tidalRecv(void* recvbuff, size_t count, tidalDataType_t datatype, 
     const size_t bytes = checkBytes(comm, fn, "count", count, 1, datatype);
     checkBuffer(comm, fn, "recvbuff", recvbuff, bytes);
     const CallMemory memory = checkMemory(comm, fn, stream, {{"recvbuff", recvbuff, bytes}});
-    group::pointToPoint(c, {coll::P2pOp::Kind::Recv, peer, recvbuff, bytes}, memory);
+    group::pointToPoint(c, {coll::P2pOp::Kind::Recv, peer, recvbuff, bytes, datatype}, memory);
   });
 }
 

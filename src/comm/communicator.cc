@@ -507,22 +507,34 @@ void Communicator::pointToPoint(const coll::P2pOp& op, const CallMemory& memory)
     return;
   }
   const bool send = op.kind == coll::P2pOp::Kind::Send;
-  const size_t chunk = engine_->options().chunkBytes;
-  // The peer is the key's root; the schedule names the buffer as the run's own.
+  const coll::P2pFraming framing = p2pFraming(memory);
+  // The peer is the key's root; the schedule names the buffer as the run's
+  // own, and the header it sends is filled per call.
   execute(
       send ? "Send" : "Recv", std::nullopt,
-      {send ? kSend : kRecv, op.bytes, tidalUint8, tidalSum, op.peer, false}, op.buffer, op.buffer,
-      memory, [&] { return coll::p2pSingle(op, chunk, &sendSizeWord_); },
-      [&] { sendSizeWord_ = op.bytes; });
+      {send ? kSend : kRecv, op.bytes, op.type, tidalSum, op.peer, false}, op.buffer, op.buffer,
+      memory, [&] { return coll::p2pSingle(op, framing, &sendHeader_); },
+      [&] {
+        if (!send) return;
+        const bool inlined = coll::p2pInlined(framing, op.bytes);
+        sendHeader_ = CallSignature::sendHeader(op.bytes / typeSize(op.type), op.type,
+                                                inlined ? op.buffer : nullptr, op.bytes);
+      });
 }
 
 void Communicator::pointToPoint(const std::vector<coll::P2pOp>& ops, const CallMemory& memory) {
   if (ops.empty()) return;
   const char* what = ops.size() == 1 ? (ops[0].kind == coll::P2pOp::Kind::Send ? "Send" : "Recv")
                                      : "Send/Recv group";
-  const size_t chunk = engine_->options().chunkBytes;
-  execute(what, std::nullopt, {}, nullptr, nullptr, memory,
-          [&](std::vector<uint64_t>& sizes) { return coll::p2pGroup(rank_, ops, chunk, sizes); });
+  const coll::P2pFraming framing = p2pFraming(memory);
+  execute(what, std::nullopt, {}, nullptr, nullptr, memory, [&](std::vector<uint64_t>& headers) {
+    return coll::p2pGroup(rank_, ops, framing, headers);
+  });
+}
+
+coll::P2pFraming Communicator::p2pFraming(const CallMemory& memory) const {
+  // Only host payloads can be copied into a header as the schedule is made.
+  return {engine_->options().chunkBytes, memory.kind == MemoryKind::Host, checkCalls_};
 }
 
 void Communicator::abort() {

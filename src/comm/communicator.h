@@ -168,10 +168,10 @@ class Communicator {
   // Runs the schedule `build()` makes (or the cached one for `key`) with the
   // communicator locked for this call.
   // `prepare` runs once the call holds the communicator, before the schedule
-  // runs (it fills what a cached schedule reads, such as sendSizeWord_).
+  // runs (it fills what a cached schedule reads, such as sendHeader_).
   // `check`: the collective's signature (sign()), numbered here and checked
   // against each peer's on host buffers; none for Send/Recv, whose messages
-  // carry their sizes.
+  // carry headers of their own (collectives/p2p.cc).
   template <typename Build, typename Prepare = void (*)()>
   void execute(
       const char* what, std::optional<CallCheck> check, const ScheduleCache::Key& key,
@@ -199,6 +199,8 @@ class Communicator {
   // with the ring neighbours a rooted collective also checks with; numbered
   // by execute(); none when TIDAL_CHECK_CALLS=0.
   std::optional<CallCheck> sign(CallKind kind, size_t count, int type, int op, int root);
+  // How this call's Send/Recv messages are framed (collectives/p2p.cc).
+  coll::P2pFraming p2pFraming(const CallMemory& memory) const;
   // Busy-poll when this host's ranks fit its CPUs, else yield (TIDAL_BUSY_POLL).
   void chooseSpinMode(int ranksOnThisHost);
 
@@ -217,7 +219,7 @@ class Communicator {
   ScheduleCache schedules_;  // used only under opMutex_
   std::vector<uint8_t> barrierBuffer_;
   std::vector<uint64_t> messageSizes_;        // size messages of the sized schedule running now
-  uint64_t sendSizeWord_ = 0;                 // the size message of a single Send running now
+  CallSignature sendHeader_;                  // the header of a single Send running now
   bool checkCalls_ = true;                    // TIDAL_CHECK_CALLS
   uint64_t collectivesCalled_ = 0;            // checked collectives run so far (under opMutex_)
   std::unique_ptr<FlightRecorder> recorder_;  // the last calls (flight_recorder.h)

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "core/dtype.h"
 
 namespace tidal {
@@ -28,6 +30,8 @@ const char* callKindName(CallKind kind) {
       return "Gather";
     case CallKind::Scatter:
       return "Scatter";
+    case CallKind::Send:
+      return "Send";
   }
   return "an unknown collective";
 }
@@ -41,6 +45,16 @@ CallSignature CallSignature::make(CallKind kind, uint64_t seq, uint64_t count, i
   s.type = type;
   s.op = op;
   s.root = root;
+  return s;
+}
+
+CallSignature CallSignature::sendHeader(uint64_t count, tidalDataType_t type, const void* inlined,
+                                        size_t inlineBytes) {
+  CallSignature s = make(CallKind::Send, 0, count, type, kNone, kNone);
+  if (inlined && inlineBytes > 0 && inlineBytes <= kInlineCapacity) {
+    std::memcpy(s.inlineData, inlined, inlineBytes);
+    s.inlineBytes = static_cast<uint32_t>(inlineBytes);
+  }
   return s;
 }
 
@@ -102,6 +116,12 @@ std::optional<std::string> signatureMismatch(int self, const CallSignature& mine
         "or called fewer or more collectives than rank {} before this one), or it disabled the "
         "check with TIDAL_CHECK_CALLS=0",
         self, mine.describe(), mine.seq + 1, peer, peer, self);
+  }
+  if (static_cast<CallKind>(theirs.kind) == CallKind::Send) {
+    return fmt::format(
+        "rank {} sent a message, {}, where rank {} called {} as call #{}: the two ranks' calls "
+        "are out of step (a Send/Recv against a collective)",
+        peer, theirs.describe(), self, mine.describe(), mine.seq + 1);
   }
   const std::string differs = mine.differences(theirs);
   if (differs.empty()) return std::nullopt;

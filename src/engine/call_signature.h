@@ -41,6 +41,8 @@ enum class CallKind : uint32_t {
   AllToAllv,
   Gather,
   Scatter,
+  // Not a collective: the header of a point-to-point message (sendHeader()).
+  Send,
 };
 
 const char* callKindName(CallKind kind);
@@ -70,6 +72,14 @@ struct CallSignature {
 
   static CallSignature make(CallKind kind, uint64_t seq, uint64_t count, int type, int op,
                             int root);
+  // The header that goes ahead of each Send's payload (collectives/p2p.cc):
+  // the message's count and datatype, so that the receiver refuses a message
+  // longer than its receive and (when checking calls) one of another
+  // datatype, and recognises a collective's signature arriving instead. A
+  // message of at most kInlineCapacity bytes of host memory travels inside
+  // the header (`inlined`), so a small Send is one transfer. seq is unused.
+  static CallSignature sendHeader(uint64_t count, tidalDataType_t type, const void* inlined,
+                                  size_t inlineBytes);
 
   // "AllReduce(count 200, float32, sum)". The inline data is not described,
   // nor compared by differences().

@@ -37,9 +37,17 @@ class DataPlane {
   // when no work of an earlier run still uses the old scratch.
   virtual char* scratch(size_t bytes) = 0;
 
-  // The 8-byte size a sized message announced, read from where its receive
-  // put it (possibly device memory); called once that receive completed.
-  virtual uint64_t readSize(const void* where) = 0;
+  // Copies `bytes` (at most kMaxReadBack) that a completed receive put at
+  // `where` (possibly device memory) into host memory at `to`: a sized
+  // message's size word or header, read once its receive completed.
+  static constexpr size_t kMaxReadBack = 64;
+  virtual void readBack(void* to, const void* where, size_t bytes) = 0;
+  // The 8-byte size a sized message announced.
+  uint64_t readSize(const void* where) {
+    uint64_t size = 0;
+    readBack(&size, where, sizeof size);
+    return size;
+  }
 
   // Whether the poll() descriptors of the connections wake a sleeping wait
   // for everything this plane waits on. GPU completions have no descriptor:

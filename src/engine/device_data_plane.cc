@@ -30,23 +30,21 @@ char* DeviceDataPlane::scratch(size_t bytes) {
   return scratch_.data();
 }
 
-uint64_t DeviceDataPlane::readSize(const void* where) {
-  if (sizeWord_.size() == 0) sizeWord_ = device_.allocatePinned(sizeof(uint64_t));
-  device_.copy(sizeWord_.data(), where, sizeof(uint64_t));
+void DeviceDataPlane::readBack(void* to, const void* where, size_t bytes) {
+  if (readBack_.size() == 0) readBack_ = device_.allocatePinned(kMaxReadBack);
+  device_.copy(readBack_.data(), where, bytes);
   // In stream order after the receive that wrote the size, which completed:
-  // this waits for one 8-byte copy.
+  // this waits for one small copy.
   const uint64_t marker = device_.mark();
   const auto giveUp = Clock::now() + timeout_;
   while (!device_.reached(marker)) {
     if (Clock::now() > giveUp) {
-      fail(tidalTimeout, "the GPU did not finish an 8-byte copy of a message size in {} s",
-           timeout_.count());
+      fail(tidalTimeout, "the GPU did not finish a {}-byte copy of a message header in {} s",
+           bytes, timeout_.count());
     }
     std::this_thread::yield();
   }
-  uint64_t size;
-  std::memcpy(&size, sizeWord_.data(), sizeof size);
-  return size;
+  std::memcpy(to, readBack_.data(), bytes);
 }
 
 }  // namespace tidal

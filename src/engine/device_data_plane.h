@@ -28,7 +28,7 @@ namespace tidal {
 
 class DeviceDataPlane final : public DataPlane {
  public:
-  // `timeout` bounds readSize's wait for the GPU.
+  // `timeout` bounds readBack's wait for the GPU.
   DeviceDataPlane(DeviceApi& device, size_t stagingBytes, std::chrono::seconds timeout);
 
   void copy(void* dst, const void* src, size_t bytes) override;
@@ -39,7 +39,7 @@ class DeviceDataPlane final : public DataPlane {
   size_t scratchBytes() const { return scratch_.size(); }
   // Frees the scratch (between runs only); the next run that needs it grows it back.
   void releaseScratch() { scratch_.reset(); }
-  uint64_t readSize(const void* where) override;
+  void readBack(void* to, const void* where, size_t bytes) override;
   bool wakesOnDescriptors() const override { return false; }
   uint64_t markEnd() override { return device_.mark(); }
   bool finished(uint64_t token) override { return device_.reached(token); }
@@ -52,7 +52,7 @@ class DeviceDataPlane final : public DataPlane {
   std::chrono::seconds timeout_;
   OwnedMemory staging_;   // stagingSlots x chunkBytes of device memory
   OwnedMemory scratch_;   // grown to the largest schedule's scratchBytes
-  OwnedMemory sizeWord_;  // pinned: where readSize copies a size to
+  OwnedMemory readBack_;  // pinned: where readBack copies a header to
 };
 
 }  // namespace tidal

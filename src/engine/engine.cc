@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -391,13 +392,15 @@ class Engine::Run {
   // A size message announced more bytes than the receive has room for.
   void checkMessageSize(size_t i) {
     const auto& op = s_.recvs[i];
+    if (op.messageHeader) return takeMessageHeader(i);
     st_.sizes[i] = plane_.readSize(resolve(op.dst));
     const uint64_t total = messageSize(i);
     if (total <= op.sizeLimit) return;
     if (total == CallSignature::kMagic) {
       fail(tidalInvalidUsage,
-           "rank {}: {}: rank {} is in a collective (its call signature arrived where this "
-           "rank's receive from it expected a message): the two ranks' calls are out of step",
+           "rank {}: {}: rank {} is in another call (its call signature or message header arrived "
+           "where this rank's receive from it expected a message size): the two ranks' calls are "
+           "out of step",
            e_.rank_, what_, op.peer);
     }
     fail(tidalInvalidUsage,
@@ -405,6 +408,61 @@ class Engine::Run {
          "it would be truncated (the receive's count is too small, or the two ranks posted their "
          "operations to each other in different orders)",
          e_.rank_, what_, op.sizeLimit, op.peer, total, op.peer);
+  }
+
+  // A Send's header arrived (collectives/p2p.cc): check it against this
+  // receive, deliver a message that came inside it, and size the pieces.
+  void takeMessageHeader(size_t i) {
+    const auto& op = s_.recvs[i];
+    CallSignature h;
+    plane_.readBack(&h, resolve(op.dst), sizeof h);
+    if (h.magic != CallSignature::kMagic) {
+      fail(tidalInvalidUsage,
+           "rank {}: {}: what rank {} sent where this rank's receive from it expected a message "
+           "header is not one: the two ranks' streams are out of step",
+           e_.rank_, what_, op.peer);
+    }
+    if (static_cast<CallKind>(h.kind) != CallKind::Send) {
+      fail(tidalInvalidUsage,
+           "rank {}: {}: rank {} called {} as its call #{} where this rank receives a message "
+           "from it: the two ranks' calls are out of step (a Send/Recv against a collective)",
+           e_.rank_, what_, op.peer, h.describe(), h.seq + 1);
+    }
+    if (!isValidType(h.type) || h.count > SIZE_MAX / typeSize(static_cast<tidalDataType_t>(h.type))) {
+      fail(tidalInvalidUsage, "rank {}: {}: rank {} sent a message header that is not valid: {}",
+           e_.rank_, what_, op.peer, h.describe());
+    }
+    const auto type = static_cast<tidalDataType_t>(h.type);
+    const uint64_t total = h.count * typeSize(type);
+    if (op.headerType >= 0 && h.type != op.headerType) {
+      fail(tidalInvalidUsage,
+           "rank {}: {}: rank {} sent {} element(s) of {} ({} bytes), but this rank receives {} "
+           "from it: the datatypes differ (TIDAL_CHECK_CALLS=0 turns this check off)",
+           e_.rank_, what_, op.peer, h.count, typeName(type), total,
+           typeName(static_cast<tidalDataType_t>(op.headerType)));
+    }
+    if (total > op.sizeLimit) {
+      fail(tidalInvalidUsage,
+           "rank {}: {}: a receive of {} bytes from rank {} matched a send of {} bytes from rank "
+           "{}; it would be truncated (the receive's count is too small, or the two ranks posted "
+           "their operations to each other in different orders)",
+           e_.rank_, what_, op.sizeLimit, op.peer, total, op.peer);
+    }
+    if (h.inlineBytes == 0) {
+      st_.sizes[i] = total;
+      return;
+    }
+    if (h.inlineBytes != total || total > CallSignature::kInlineCapacity) {
+      fail(tidalInvalidUsage,
+           "rank {}: {}: rank {} sent a message header whose {} inline bytes are not its {}-byte "
+           "message",
+           e_.rank_, what_, op.peer, h.inlineBytes, total);
+    }
+    // Copied from where the header landed (device scratch on the device
+    // plane), in the plane's order; no piece follows.
+    plane_.copy(resolve(op.inlineTo), resolve(op.dst) + offsetof(CallSignature, inlineData),
+                total);
+    st_.sizes[i] = 0;
   }
 
   bool completeRecvs() {

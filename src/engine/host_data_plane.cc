@@ -20,10 +20,8 @@ void HostDataPlane::reduce(void* dst, const void* a, const void* b, size_t count
   tidal::reduce(dst, a, b, count, type, op, divisor);
 }
 
-uint64_t HostDataPlane::readSize(const void* where) {
-  uint64_t size;
-  std::memcpy(&size, where, sizeof size);
-  return size;
+void HostDataPlane::readBack(void* to, const void* where, size_t bytes) {
+  std::memcpy(to, where, bytes);
 }
 
 }  // namespace tidal

@@ -19,7 +19,7 @@ class HostDataPlane final : public DataPlane {
     scratch_.reserve(bytes);
     return scratch_.data();
   }
-  uint64_t readSize(const void* where) override;
+  void readBack(void* to, const void* where, size_t bytes) override;
   bool wakesOnDescriptors() const override { return true; }
   uint64_t markEnd() override { return 0; }
   bool finished(uint64_t) override { return true; }

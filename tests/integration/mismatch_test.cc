@@ -30,6 +30,7 @@ enum Seen : int {
   kNoError = 4,    // neither call failed
   kInitFailed = 8,
   kWrongCode = 16,  // an error that was not tidalInvalidUsage / tidalRemoteError
+  kNamedExactly = 32,  // (P2pMismatch) the error named both sides as the scenario expects
 };
 
 enum class Scenario {
@@ -77,7 +78,9 @@ const char* name(Scenario s) {
 bool namesMismatch(const char* text) {
   return std::strstr(text, "mismatched collective") ||
          std::strstr(text, "not a collective's signature") ||
-         std::strstr(text, "is in a collective");
+         std::strstr(text, "is in another call") || std::strstr(text, "sent a message") ||
+         std::strstr(text, "where this rank receives a message") ||
+         std::strstr(text, "the datatypes differ");
 }
 
 // The mismatched call, as rank `rank` of `n` makes it (the odd one is n - 1).
@@ -230,5 +233,122 @@ TEST(MismatchUnchecked, WithoutTheCheckACountMismatchIsNotNamed) {
     }
   }
 }
+
+// Send/Recv carry a header of their own (collectives/p2p.cc): count,
+// datatype, and small messages inline. Two ranks over tcp and shm.
+enum class P2pScenario {
+  TypeInline,     // 4 float32 (inside the header) received as int32
+  TypeLarge,      // 1000 float32 received as int32
+  RecvVsCollective,  // rank 0 in AllReduce, rank 1 receives from it
+  SendVsCollective,  // rank 0 in AllReduce, rank 1 sends to it
+};
+
+const char* name(P2pScenario s) {
+  switch (s) {
+    case P2pScenario::TypeInline:
+      return "TypeInline";
+    case P2pScenario::TypeLarge:
+      return "TypeLarge";
+    case P2pScenario::RecvVsCollective:
+      return "RecvVsCollective";
+    case P2pScenario::SendVsCollective:
+      return "SendVsCollective";
+  }
+  return "?";
+}
+
+// What the rank that reads the other's header or signature must say; the
+// other is told (or, where its own call completed, fails on its next one
+// with a mismatch of its own to name).
+const char* expectedText(P2pScenario s) {
+  switch (s) {
+    case P2pScenario::TypeInline:
+    case P2pScenario::TypeLarge:
+      return "the datatypes differ";
+    case P2pScenario::RecvVsCollective:
+      return "rank 0 called AllReduce(count 100, float, sum) as its call #1 where this rank "
+             "receives a message from it";
+    case P2pScenario::SendVsCollective:
+      return "rank 1 sent a message, Send(count 100, float), where rank 0 called AllReduce";
+  }
+  return "?";
+}
+
+int p2pRankBody(P2pScenario s, int rank) {
+  tidalComm_t comm;
+  if (tidalCommInitFromEnv(&comm) != tidalSuccess) return kInitFailed;
+  std::vector<float> buf(1000, 1.0f);
+  tidalResult_t r = tidalSuccess;
+  switch (s) {
+    case P2pScenario::TypeInline:
+    case P2pScenario::TypeLarge: {
+      const size_t count = s == P2pScenario::TypeInline ? 4 : 1000;
+      r = rank == 0 ? tidalSend(buf.data(), count, tidalFloat32, 1, comm, nullptr)
+                    : tidalRecv(buf.data(), count, tidalInt32, 0, comm, nullptr);
+      break;
+    }
+    case P2pScenario::RecvVsCollective:
+    case P2pScenario::SendVsCollective:
+      if (rank == 0) {
+        r = tidalAllReduce(buf.data(), buf.data(), 100, tidalFloat32, tidalSum, comm, nullptr);
+      } else if (s == P2pScenario::RecvVsCollective) {
+        r = tidalRecv(buf.data(), 100, tidalFloat32, 0, comm, nullptr);
+      } else {
+        r = tidalSend(buf.data(), 100, tidalFloat32, 0, comm, nullptr);
+      }
+      break;
+  }
+  // Whoever returned success is told on its next call at the latest.
+  if (r == tidalSuccess)
+    r = tidalAllReduce(buf.data(), buf.data(), 10, tidalFloat32, tidalSum, comm, nullptr);
+  int seen = r == tidalSuccess ? kNoError : 0;
+  if (r != tidalSuccess) {
+    const char* text = tidalGetLastError(comm);
+    std::fprintf(stderr, "%s rank %d: %s\n", name(s), rank, text);
+    if (namesMismatch(text)) seen |= kNamedIt;
+    if (std::strstr(text, expectedText(s))) seen |= kNamedExactly;
+    if (r != tidalInvalidUsage && r != tidalRemoteError) seen |= kWrongCode;
+  }
+  tidalCommAbort(comm);
+  return seen;
+}
+
+using P2pParam = std::tuple<P2pScenario, const char*>;
+
+class P2pMismatch : public ::testing::TestWithParam<P2pParam> {};
+
+TEST_P(P2pMismatch, BothRanksFailAndTheReceiverNamesBothSides) {
+  const auto [scenario, net] = GetParam();
+  const P2pScenario s = scenario;
+  ForkedJob job(2, [s](int rank) { return p2pRankBody(s, rank); },
+                {{"TIDAL_TIMEOUT", "120"}, {"TIDAL_NET", net}});
+  const auto status = job.wait(seconds(60));
+  int named = 0, exactly = 0;
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(WIFEXITED(status[r])) << "rank " << r << " did not exit (hung or crashed)";
+    const int seen = WEXITSTATUS(status[r]);
+    EXPECT_FALSE(seen & kInitFailed) << "rank " << r;
+    EXPECT_FALSE(seen & kNoError) << "rank " << r << " was never told anything was wrong";
+    EXPECT_FALSE(seen & kWrongCode) << "rank " << r << " failed with an unexpected result code";
+    if (seen & kNamedIt) ++named;
+    if (seen & kNamedExactly) ++exactly;
+  }
+  // Both ranks name a mismatch, and the one that read the other's header
+  // (or signature) names both sides in the scenario's words.
+  EXPECT_EQ(named, 2);
+  EXPECT_GE(exactly, 1);
+}
+
+std::string p2pParamName(const ::testing::TestParamInfo<P2pParam>& info) {
+  return std::string(name(std::get<0>(info.param))) + "_" + std::get<1>(info.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Calls, P2pMismatch,
+    ::testing::Combine(::testing::Values(P2pScenario::TypeInline, P2pScenario::TypeLarge,
+                                         P2pScenario::RecvVsCollective,
+                                         P2pScenario::SendVsCollective),
+                       ::testing::Values("tcp", "shm")),
+    p2pParamName);
 
 }  // namespace
