@@ -97,9 +97,18 @@ class Engine::Run {
     };
     // Sends first: opening a send connection never waits for the peer, so
     // ranks that open links to each other in this run cannot deadlock.
-    for (const auto& op : s.sends) note(&e_.openSendConnection(op.peer, what));
+    // Each op's connection is looked up once here, not in every round.
+    st_.sendConn.clear();
+    st_.recvConn.clear();
+    for (const auto& op : s.sends) {
+      st_.sendConn.push_back(&e_.openSendConnection(op.peer, what));
+      note(st_.sendConn.back());
+    }
     if (check_ && check_->ringNext >= 0) note(&e_.openSendConnection(check_->ringNext, what));
-    for (const auto& op : s.recvs) note(&e_.openRecvConnection(op.peer, what));
+    for (const auto& op : s.recvs) {
+      st_.recvConn.push_back(&e_.openRecvConnection(op.peer, what));
+      note(st_.recvConn.back());
+    }
     if (check_ && check_->ringPrev >= 0) note(&e_.openRecvConnection(check_->ringPrev, what));
     freeSlots_ = e_.options_.stagingSlots;
     if (check_) noteSignatureLinks();
@@ -175,23 +184,23 @@ class Engine::Run {
     for (const auto& r : st_.signatureRecvs) st_.recvOfPeer[static_cast<size_t>(r.peer)] = -1;
     st_.signatureSends.clear();
     st_.signatureRecvs.clear();
-    auto sendTo = [this](int peer, int64_t firstSend) {
-      Connection* c = &e_.sendConnection(peer, what_);
+    auto sendTo = [this](Connection* c, int64_t firstSend) {
       for (const auto& l : st_.signatureSends)
         if (l.link == c) return;
       st_.signatureSends.push_back({c, firstSend, 0, check_->signature});
     };
-    auto recvFrom = [this](int peer) {
+    auto recvFrom = [this](Connection* c, int peer) {
       const auto p = static_cast<size_t>(peer);
       if (st_.recvOfPeer.size() <= p) st_.recvOfPeer.resize(p + 1, -1);
       if (st_.recvOfPeer[p] >= 0) return;
       st_.recvOfPeer[p] = static_cast<int>(st_.signatureRecvs.size());
-      st_.signatureRecvs.push_back({&e_.recvConnection(peer, what_), peer, 0, false, false, {}});
+      st_.signatureRecvs.push_back({c, peer, 0, false, false, {}});
     };
-    for (size_t i = 0; i < s_.sends.size(); ++i) sendTo(s_.sends[i].peer, static_cast<int64_t>(i));
-    if (check_->ringNext >= 0) sendTo(check_->ringNext, -1);
-    for (const auto& op : s_.recvs) recvFrom(op.peer);
-    if (check_->ringPrev >= 0) recvFrom(check_->ringPrev);
+    for (size_t i = 0; i < s_.sends.size(); ++i) sendTo(st_.sendConn[i], static_cast<int64_t>(i));
+    if (check_->ringNext >= 0) sendTo(&e_.sendConnection(check_->ringNext, what_), -1);
+    for (size_t i = 0; i < s_.recvs.size(); ++i) recvFrom(st_.recvConn[i], s_.recvs[i].peer);
+    if (check_->ringPrev >= 0)
+      recvFrom(&e_.recvConnection(check_->ringPrev, what_), check_->ringPrev);
     st_.sendInline.assign(s_.sends.size(), -1);
     st_.recvInline.assign(s_.recvs.size(), -1);
   }
@@ -325,7 +334,7 @@ class Engine::Run {
         ++nextSend_;
         continue;
       }
-      Connection& c = e_.sendConnection(op.peer, what_);
+      Connection& c = *st_.sendConn[nextSend_];
       st_.sendSeq[nextSend_] = c.posted();
       c.post(resolve(op.src), op.bytes);
       ++nextSend_;
@@ -337,11 +346,11 @@ class Engine::Run {
     const size_t first = nextRecvPost_;
     while (nextRecvPost_ < s_.recvs.size()) {
       const auto& op = s_.recvs[nextRecvPost_];
-      Connection& c = e_.recvConnection(op.peer, what_);
       if (check_) {
         if (!peerSignatureMatched(op.peer)) break;
         if (takeInline(op)) continue;
       }
+      Connection& c = *st_.recvConn[nextRecvPost_];
       size_t bytes = op.bytes;
       if (op.sizedBy >= 0) {
         // A piece of a sized message: its length is known once the size arrived.
@@ -470,7 +479,7 @@ class Engine::Run {
     while (recvsDone_ < nextRecvPost_) {
       const auto& op = s_.recvs[recvsDone_];
       if (!st_.recvSkipped[recvsDone_] &&
-          e_.recvConnection(op.peer, what_).completed() <= st_.recvSeq[recvsDone_])
+          st_.recvConn[recvsDone_]->completed() <= st_.recvSeq[recvsDone_])
         break;
       if (op.afterSend >= 0 && !sendComplete(static_cast<size_t>(op.afterSend))) break;
       if (check_ && st_.recvInline[recvsDone_] >= 0) deliverInline(recvsDone_);
@@ -505,14 +514,13 @@ class Engine::Run {
   }
 
   bool sendComplete(size_t i) const {
-    return i < nextSend_ && e_.sendConnection(s_.sends[i].peer, what_).completed() > st_.sendSeq[i];
+    return i < nextSend_ && st_.sendConn[i]->completed() > st_.sendSeq[i];
   }
 
   bool completeSends() {
     const size_t first = sendsDone_;
     while (sendsDone_ < nextSend_) {
-      const auto& op = s_.sends[sendsDone_];
-      if (e_.sendConnection(op.peer, what_).completed() <= st_.sendSeq[sendsDone_]) break;
+      if (st_.sendConn[sendsDone_]->completed() <= st_.sendSeq[sendsDone_]) break;
       ++sendsDone_;
     }
     return sendsDone_ != first;

@@ -122,6 +122,7 @@ class Engine {
   // Bookkeeping of the current run, kept between runs so a run does not allocate.
   struct RunState {
     std::vector<Connection*> connections;
+    std::vector<Connection*> sendConn, recvConn;  // per send / receive of the schedule
     std::vector<uint64_t> sendSeq, recvSeq;
     std::vector<int> recvSlot;  // staging slot, -1: none (stored, or reduced on arrival)
     std::vector<char> recvDone;
