@@ -160,9 +160,8 @@ tidalResult_t tidalSend(const void* sendbuff, size_t count, tidalDataType_t data
     const size_t bytes = checkBytes(comm, fn, "count", count, 1, datatype);
     checkBuffer(comm, fn, "sendbuff", sendbuff, bytes);
     const CallMemory memory = checkMemory(comm, fn, stream, {{"sendbuff", sendbuff, bytes}});
-    group::pointToPoint(c,
-                        {coll::P2pOp::Kind::Send, peer, const_cast<void*>(sendbuff), bytes, datatype},
-                        memory);
+    group::pointToPoint(
+        c, {coll::P2pOp::Kind::Send, peer, const_cast<void*>(sendbuff), bytes, datatype}, memory);
   });
 }
 

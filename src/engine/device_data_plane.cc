@@ -39,8 +39,8 @@ void DeviceDataPlane::readBack(void* to, const void* where, size_t bytes) {
   const auto giveUp = Clock::now() + timeout_;
   while (!device_.reached(marker)) {
     if (Clock::now() > giveUp) {
-      fail(tidalTimeout, "the GPU did not finish a {}-byte copy of a message header in {} s",
-           bytes, timeout_.count());
+      fail(tidalTimeout, "the GPU did not finish a {}-byte copy of a message header in {} s", bytes,
+           timeout_.count());
     }
     std::this_thread::yield();
   }

@@ -29,7 +29,7 @@ enum Seen : int {
   kNamedIt = 2,    // an error named the mismatch
   kNoError = 4,    // neither call failed
   kInitFailed = 8,
-  kWrongCode = 16,  // an error that was not tidalInvalidUsage / tidalRemoteError
+  kWrongCode = 16,     // an error that was not tidalInvalidUsage / tidalRemoteError
   kNamedExactly = 32,  // (P2pMismatch) the error named both sides as the scenario expects
 };
 
@@ -237,8 +237,8 @@ TEST(MismatchUnchecked, WithoutTheCheckACountMismatchIsNotNamed) {
 // Send/Recv carry a header of their own (collectives/p2p.cc): count,
 // datatype, and small messages inline. Two ranks over tcp and shm.
 enum class P2pScenario {
-  TypeInline,     // 4 float32 (inside the header) received as int32
-  TypeLarge,      // 1000 float32 received as int32
+  TypeInline,        // 4 float32 (inside the header) received as int32
+  TypeLarge,         // 1000 float32 received as int32
   RecvVsCollective,  // rank 0 in AllReduce, rank 1 receives from it
   SendVsCollective,  // rank 0 in AllReduce, rank 1 sends to it
 };
@@ -343,12 +343,12 @@ std::string p2pParamName(const ::testing::TestParamInfo<P2pParam>& info) {
   return std::string(name(std::get<0>(info.param))) + "_" + std::get<1>(info.param);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Calls, P2pMismatch,
-    ::testing::Combine(::testing::Values(P2pScenario::TypeInline, P2pScenario::TypeLarge,
-                                         P2pScenario::RecvVsCollective,
-                                         P2pScenario::SendVsCollective),
-                       ::testing::Values("tcp", "shm")),
-    p2pParamName);
+INSTANTIATE_TEST_SUITE_P(Calls, P2pMismatch,
+                         ::testing::Combine(::testing::Values(P2pScenario::TypeInline,
+                                                              P2pScenario::TypeLarge,
+                                                              P2pScenario::RecvVsCollective,
+                                                              P2pScenario::SendVsCollective),
+                                            ::testing::Values("tcp", "shm")),
+                         p2pParamName);
 
 }  // namespace

@@ -367,8 +367,8 @@ TEST(Bootstrap, WrongProtocolVersionIsToldSo) {
   hello[4] ^= 0x01;  // the 16-bit version follows the 32-bit magic
   sendRaw(older, hello);
   try {
-    wire::recvHeader(older, wire::MsgType::AddressTable, 2 * wire::kAddressBytes,
-                     deadlineIn(20s), "older rank");
+    wire::recvHeader(older, wire::MsgType::AddressTable, 2 * wire::kAddressBytes, deadlineIn(20s),
+                     "older rank");
     ADD_FAILURE() << "no reject for a wrong protocol version";
   } catch (const wire::PeerRejected& e) {
     EXPECT_EQ(e.code(), tidalInvalidUsage);
