@@ -19,7 +19,7 @@ OfiConnection::OfiConnection(Endpoint& endpoint, int selfRank, int peer, Directi
 OfiConnection::~OfiConnection() {
   // Cancel what is still posted: the provider must not write into a receive
   // buffer, nor complete into this object, after it is gone.
-  endpoint_.forget(std::vector<Operation*>(inFlight_.begin(), inFlight_.end()));
+  endpoint_.forget(inFlight_);
 }
 
 uint64_t OfiConnection::tagOf(uint64_t seq) const {
@@ -37,6 +37,7 @@ void OfiConnection::post(void* data, size_t bytes) {
     waiting_.push_back({p + off, std::min(chunk, bytes - off), transfer, nextSeq_++});
     ++chunks;
   }
+  const auto lock = endpoint_.lock();
   chunksLeft_.push_back(chunks);
   // Zero-byte transfers complete at once (no message travels), but only in
   // order.
@@ -58,8 +59,14 @@ void OfiConnection::chunkDone(uint64_t transfer) {
   completed_.store(done, std::memory_order_release);
 }
 
+void OfiConnection::onStarted(Operation& op) {
+  inFlight_.insert(&op);
+  inFlightCount_.store(inFlight_.size(), std::memory_order_relaxed);
+}
+
 void OfiConnection::onComplete(const Operation& op, size_t bytes) {
   inFlight_.erase(const_cast<Operation*>(&op));
+  inFlightCount_.store(inFlight_.size(), std::memory_order_relaxed);
   if (op.recv && bytes != op.bytes && failure_.empty()) {
     failure_ = fmt::format(
         "a chunk of {} bytes arrived where {} were expected (the ranks disagree on the "
@@ -72,6 +79,7 @@ void OfiConnection::onComplete(const Operation& op, size_t bytes) {
 
 void OfiConnection::onError(const Operation& op, const std::string& why) {
   inFlight_.erase(const_cast<Operation*>(&op));
+  inFlightCount_.store(inFlight_.size(), std::memory_order_relaxed);
   if (failure_.empty()) failure_ = why;
 }
 
@@ -80,11 +88,18 @@ void OfiConnection::throwIfBroken() const {
   if (aborted_.load(std::memory_order_relaxed)) {
     fail(tidalRemoteError, "rank {}: ofi {} rank {} was aborted", selfRank_, way, peer_);
   }
-  if (!failure_.empty()) {
+  std::string failure;
+  uint64_t moved = 0;
+  {
+    const auto lock = endpoint_.lock();
+    failure = failure_;
+    moved = bytesMoved_;
+  }
+  if (!failure.empty()) {
     fail(tidalRemoteError,
          "rank {}: {} rank {} lost ({}): {} after {} bytes; the peer process exited, aborted "
          "or its host is unreachable",
-         selfRank_, way, peer_, description_, failure_, bytesMoved_);
+         selfRank_, way, peer_, description_, failure, moved);
   }
 }
 
@@ -99,7 +114,6 @@ bool OfiConnection::progress() {
             ? endpoint_.startSend(*this, c.data, c.bytes, peerAddress_, tagOf(c.seq), c.transfer)
             : endpoint_.startRecv(*this, c.data, c.bytes, tagOf(c.seq), c.transfer);
     if (op == nullptr) break;
-    inFlight_.insert(op);
     waiting_.pop_front();
     moved = true;
   }
@@ -108,7 +122,7 @@ bool OfiConnection::progress() {
 }
 
 void OfiConnection::addPollFds(std::vector<pollfd>& fds) const {
-  if (waiting_.empty() && inFlight_.empty()) return;
+  if (waiting_.empty() && inFlightCount_.load(std::memory_order_relaxed) == 0) return;
   fds.push_back({endpoint_.waitFd(), POLLIN, 0});
 }
 

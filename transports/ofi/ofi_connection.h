@@ -56,6 +56,7 @@ class OfiConnection final : public Connection, private CompletionSink {
     uint64_t seq;
   };
 
+  void onStarted(Operation& op) override;
   void onComplete(const Operation& op, size_t bytes) override;
   void onError(const Operation& op, const std::string& why) override;
   void chunkDone(uint64_t transfer);
@@ -73,11 +74,14 @@ class OfiConnection final : public Connection, private CompletionSink {
   uint64_t nextSeq_ = 0;
   // Chunks not yet handed to the provider (its queues were full).
   std::deque<Chunk> waiting_;
+  // Guarded by the endpoint's mutex (completions may be read by another
+  // connection's progress()).
   std::set<Operation*> inFlight_;
   // chunksLeft_[i] counts unfinished chunks of transfer completed_ + i.
   std::deque<uint32_t> chunksLeft_;
   uint64_t bytesMoved_ = 0;
-  std::string failure_;  // set by onError, thrown by the next progress()
+  std::string failure_;                   // set by onError, thrown by the next progress()
+  std::atomic<size_t> inFlightCount_{0};  // inFlight_.size(), for addPollFds
   std::atomic<bool> aborted_{false};
 };
 

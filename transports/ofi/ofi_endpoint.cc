@@ -261,7 +261,10 @@ Operation* Endpoint::startSend(CompletionSink& sink, const void* buf, size_t byt
   try {
     void* desc = describeMemory(*op, buf, bytes, FI_SEND);
     const ssize_t ret = fi_tsend(ep_, buf, bytes, desc, dest, tag, &op->context);
-    if (ret == 0) return op;
+    if (ret == 0) {
+      sink.onStarted(*op);
+      return op;
+    }
     release(op);
     if (ret == -FI_EAGAIN) return nullptr;
     failCall("fi_tsend", static_cast<int>(ret));
@@ -280,7 +283,10 @@ Operation* Endpoint::startRecv(CompletionSink& sink, void* buf, size_t bytes, ui
   try {
     void* desc = describeMemory(*op, buf, bytes, FI_RECV);
     const ssize_t ret = fi_trecv(ep_, buf, bytes, desc, FI_ADDR_UNSPEC, tag, 0, &op->context);
-    if (ret == 0) return op;
+    if (ret == 0) {
+      sink.onStarted(*op);
+      return op;
+    }
     release(op);
     if (ret == -FI_EAGAIN) return nullptr;
     failCall("fi_trecv", static_cast<int>(ret));
@@ -326,7 +332,7 @@ int Endpoint::poll() {
   }
 }
 
-void Endpoint::forget(const std::vector<Operation*>& ops) {
+void Endpoint::forget(const std::set<Operation*>& ops) {
   std::lock_guard lock(mutex_);
   for (Operation* op : ops) {
     op->sink = nullptr;

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,9 +49,11 @@ struct Operation {
 };
 
 // Where an endpoint delivers completions (a connection). Called under the
-// endpoint's mutex, from whichever connection polled.
+// endpoint's mutex, from whichever connection polled, so a sink's state that
+// these touch is guarded by that mutex (Endpoint::Lock).
 class CompletionSink {
  public:
+  virtual void onStarted(Operation& op) = 0;
   virtual void onComplete(const Operation& op, size_t bytes) = 0;
   virtual void onError(const Operation& op, const std::string& why) = 0;
 
@@ -94,7 +97,10 @@ class Endpoint {
   int poll();
   // A connection that goes away cancels what it still has in flight; the
   // operations stay here until the provider gives them back.
-  void forget(const std::vector<Operation*>& ops);
+  void forget(const std::set<Operation*>& ops);
+  // Holds the mutex that completions are delivered under, for a sink that
+  // changes the state its callbacks read.
+  std::unique_lock<std::mutex> lock() { return std::unique_lock(mutex_); }
   // A descriptor poll() can sleep on: the completion queue's wait fd when
   // fi_trywait says sleeping is safe, else one that is always readable.
   int waitFd();
