@@ -19,6 +19,9 @@ PACKAGES=(
   # The ib transport (verbs headers; libibverbs is dlopened at run time) and
   # its Soft-RoCE VM test: Debian's kernel with rdma_rxe booted in QEMU.
   libibverbs-dev ibverbs-providers ibverbs-utils rdma-core
+  # The ofi transport (libfabric headers; libfabric.so.1 is dlopened at run
+  # time) and fi_info for its tests and logs.
+  libfabric-dev libfabric-bin
   qemu-system-x86 linux-image-amd64 busybox-static kmod cpio xz-utils
   # tools/tidal-plot and its test.
   python3-matplotlib

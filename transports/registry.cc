@@ -6,6 +6,9 @@
 #if TIDAL_HAVE_IB
 #include "transports/ib/ib_transport.h"
 #endif
+#if TIDAL_HAVE_OFI
+#include "transports/ofi/ofi_transport.h"
+#endif
 
 namespace tidal {
 
@@ -23,8 +26,16 @@ std::unique_ptr<Transport> createTransport(const std::string& name, const Transp
 #if TIDAL_HAVE_IB
   if (name == "ib") return std::make_unique<ib::IbTransport>(ctx);
 #endif
+#if TIDAL_HAVE_OFI
+  // Only on request (TIDAL_NET=ofi) for now: not among the transports every
+  // communicator opens and chooses from per peer.
+  if (name == "ofi") return std::make_unique<ofi::OfiTransport>(ctx);
+#endif
   std::string names;
   for (const auto& n : availableTransports()) names += (names.empty() ? "" : ", ") + n;
+#if TIDAL_HAVE_OFI
+  names += ", ofi (TIDAL_NET only)";
+#endif
   fail(tidalInvalidArgument, "rank {}: unknown transport '{}' (TIDAL_NET); available: {}", ctx.rank,
        name, names);
 }

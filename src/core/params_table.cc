@@ -36,12 +36,17 @@ const std::vector<Definition>& definitions() {
        "Host identity for transport choice (default: machine id + boot id); same id = same host."},
       {"TIDAL_SHM_DISABLE", Kind::Bool, "0",
        "1: ranks on one host talk over TCP instead of shared memory (set it on every rank)."},
-      {"TIDAL_NET", Kind::String, "", "Force one transport for every peer (tcp, shm, ib)."},
+      {"TIDAL_NET", Kind::String, "", "Force one transport for every peer (tcp, shm, ib, ofi)."},
       // Shared-memory transport.
       {"TIDAL_SHM_SLOTS", Kind::Int, "8",
        "Slots in each shm connection's ring (the sender's value is used)."},
       {"TIDAL_SHM_SLOT_BYTES", Kind::Int, "262144",
        "Bytes per shm ring slot: the step in which a sender publishes data to its receiver."},
+      // libfabric (ofi) transport.
+      {"TIDAL_OFI_PROVIDER", Kind::String, "",
+       "ofi provider for TIDAL_NET=ofi (efa, tcp;ofi_rxm, udp;ofi_rxd, shm); empty: FI_PROVIDER."},
+      {"TIDAL_OFI_REGISTER_ALWAYS", Kind::Bool, "0",
+       "ofi: register every buffer (FI_MR_LOCAL) even where the provider does not ask."},
       // InfiniBand verbs / RoCE transport.
       {"TIDAL_IB_HCA", Kind::String, "",
        "RDMA ports to use: mlx5_0:1,mlx5_1 (prefixes, optional port); ^ excludes; = exact."},

@@ -1,0 +1,143 @@
+// The ofi transport against libfabric's real providers (no mocks): a
+// provider libfabric cannot offer is refused with the list of those it can,
+// the path line names provider, fabric, domain and address format, and a
+// killed peer becomes an error in every survivor within TIDAL_TIMEOUT.
+// Real rank processes (job_fork.h); the data path itself is checked by the
+// correctness suites registered over ofi (tests/integration/CMakeLists.txt).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "job_fork.h"
+#include "killed_rank.h"
+#include "tidal/tidal.h"
+
+namespace {
+
+using namespace std::chrono;
+using tidal::test::ForkedJob;
+
+constexpr int kTimeoutSeconds = 5;
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void expectAllExitedZero(const std::vector<int>& status) {
+  for (size_t r = 0; r < status.size(); ++r) {
+    ASSERT_NE(status[r], -1) << "rank " << r << " hung";
+    ASSERT_TRUE(WIFEXITED(status[r])) << "rank " << r << " crashed, status " << status[r];
+    EXPECT_EQ(WEXITSTATUS(status[r]), 0) << "rank " << r;
+  }
+}
+
+TEST(OfiProvider, UnknownProviderIsRefusedListingTheOfferedOnes) {
+  ForkedJob job(2,
+                [](int rank) {
+                  tidalComm_t comm;
+                  const tidalResult_t r = tidalCommInitFromEnv(&comm);
+                  const std::string text = tidalGetLastError(nullptr);
+                  std::fprintf(stderr, "rank %d: init returned %d: %s\n", rank, static_cast<int>(r),
+                               text.c_str());
+                  if (r != tidalInvalidArgument) return 1;
+                  // Names the value, and lists what fi_getinfo does offer.
+                  if (text.find("TIDAL_OFI_PROVIDER='no_such_provider'") == std::string::npos)
+                    return 2;
+                  if (text.find("providers offered:") == std::string::npos) return 3;
+                  if (text.find("tcp;ofi_rxm") == std::string::npos) return 4;
+                  return 0;
+                },
+                {{"TIDAL_NET", "ofi"},
+                 {"TIDAL_OFI_PROVIDER", "no_such_provider"},
+                 {"TIDAL_TIMEOUT", std::to_string(kTimeoutSeconds)}});
+  expectAllExitedZero(job.wait(seconds(4 * kTimeoutSeconds)));
+}
+
+// "tcp;ofi_rxm" -> "tcp": test names allow no ';'.
+std::string providerTestName(const ::testing::TestParamInfo<const char*>& param) {
+  return std::string(param.param).substr(0, 3);
+}
+
+class OfiPathLine : public ::testing::TestWithParam<const char*> {};
+
+// One AllReduce with INFO logs to a file per rank: each rank's log has the
+// path line of its link to the other, with the provider asked for.
+TEST_P(OfiPathLine, NamesProviderFabricDomainAndAddressFormat) {
+  const std::string provider = GetParam();
+  const std::string logs = ::testing::TempDir() + "ofi_path_" + std::to_string(::getpid());
+  ForkedJob job(2,
+                [&logs](int rank) {
+                  // stderr, not TIDAL_DEBUG_FILE: the child ends with _exit, which
+                  // would drop a file sink's buffer.
+                  const std::string path = logs + "." + std::to_string(rank);
+                  if (!std::freopen(path.c_str(), "w", stderr)) return 9;
+                  tidalComm_t comm;
+                  if (tidalCommInitFromEnv(&comm) != tidalSuccess) return 10;
+                  std::vector<float> buf(1000, static_cast<float>(rank + 1));
+                  const tidalResult_t r = tidalAllReduce(buf.data(), buf.data(), buf.size(),
+                                                         tidalFloat32, tidalSum, comm, nullptr);
+                  tidalCommDestroy(comm);
+                  if (r != tidalSuccess) return 11;
+                  for (float v : buf)
+                    if (v != 3.0f) return 12;
+                  return 0;
+                },
+                {{"TIDAL_NET", "ofi"},
+                 {"TIDAL_OFI_PROVIDER", provider},
+                 {"TIDAL_DEBUG", "INFO"},
+                 {"TIDAL_TIMEOUT", std::to_string(kTimeoutSeconds)}});
+  const std::vector<int> status = job.wait(seconds(4 * kTimeoutSeconds));
+  expectAllExitedZero(status);
+  for (size_t r = 0; r < job.pids.size(); ++r) {
+    const std::string path = logs + "." + std::to_string(r);
+    const std::string text = readFile(path);
+    ::unlink(path.c_str());
+    const std::string line =
+        "rank " + std::to_string(r) + " -> " + std::to_string(1 - r) + ": ofi " + provider;
+    EXPECT_NE(text.find(line), std::string::npos) << "no '" << line << "' in " << path << ":\n"
+                                                  << text;
+    EXPECT_NE(text.find(" fabric="), std::string::npos);
+    EXPECT_NE(text.find(" domain="), std::string::npos);
+    EXPECT_NE(text.find(" addr=FI_"), std::string::npos);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, OfiPathLine, ::testing::Values("tcp;ofi_rxm", "shm"),
+                         providerTestName);
+
+class OfiKilledRank : public ::testing::TestWithParam<const char*> {};
+
+// The ranks that send to the victim fail at once (tcp;ofi_rxm reports the
+// broken connection as a completion error); a rank that only receives from
+// it learns nothing from libfabric (its receives name no source) and fails
+// by the engine's TIDAL_TIMEOUT, counted from the last progress, so the
+// bound is the timeout plus the call's time before the kill.
+TEST_P(OfiKilledRank, EveryOtherRankReturnsAnErrorNotAHang) {
+  constexpr int kRanks = 4, kVictim = 2;
+  ForkedJob job(kRanks,
+                [](int rank) {
+                  return tidal::test::survivorOrVictim(rank, kVictim, 1u << 20,
+                                                       2 * kTimeoutSeconds);
+                },
+                {{"TIDAL_TIMEOUT", std::to_string(kTimeoutSeconds)},
+                 {"TIDAL_NET", "ofi"},
+                 {"TIDAL_OFI_PROVIDER", GetParam()},
+                 {"FI_OFI_RXD_MAX_UNACKED", "16"}});
+  const auto status = job.wait(seconds(4 * kTimeoutSeconds));
+  tidal::test::expectSurvivorsGotTheError(status, kVictim);
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, OfiKilledRank,
+                         ::testing::Values("tcp;ofi_rxm", "udp;ofi_rxd", "shm"), providerTestName);
+
+}  // namespace

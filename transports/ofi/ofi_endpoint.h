@@ -1,0 +1,139 @@
+// One libfabric RDM endpoint of a rank: fabric, domain, completion queue,
+// address vector and endpoint, chosen by fi_getinfo and shared by every
+// connection of one transport.
+//
+// Everything here is what EFA asks of a caller, done on every provider so
+// that the code tested on tcp;ofi_rxm, udp;ofi_rxd and shm is the code that
+// runs on EFA: a reliable-datagram (FI_EP_RDM) endpoint with tagged
+// messages; mode FI_CONTEXT / FI_CONTEXT2 honoured (every operation carries
+// an Operation whose first member is an fi_context2 the provider may use);
+// FI_MR_LOCAL registration with FI_MR_PROV_KEY / FI_MR_ENDPOINT handled;
+// manual progress (poll() drives it); the number of operations in flight
+// bounded by the provider's tx and rx queue sizes; the RNR retry option set
+// before the endpoint is enabled where the provider has it (efa).
+//
+// Thread safety: one mutex serialises every call into libfabric, so the
+// domain is asked for FI_THREAD_DOMAIN only.
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_eq.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "transports/ofi/ofi_api.h"
+#include "transports/transport.h"
+
+namespace tidal::ofi {
+
+class CompletionSink;
+
+// One send or receive in flight. `context` must stay first: with mode
+// FI_CONTEXT/FI_CONTEXT2 the provider owns the fi_context2 the op_context
+// pointer points at until the completion is read.
+struct Operation {
+  fi_context2 context{};
+  CompletionSink* sink = nullptr;  // null once its connection is gone
+  uint64_t transfer = 0;           // the sink's transfer index
+  size_t bytes = 0;
+  fid_mr* mr = nullptr;  // a registration for this operation alone (FI_MR_LOCAL)
+  bool recv = false;
+};
+
+// Where an endpoint delivers completions (a connection). Called under the
+// endpoint's mutex, from whichever connection polled, so a sink's state that
+// these touch is guarded by that mutex (Endpoint::Lock).
+class CompletionSink {
+ public:
+  virtual void onStarted(Operation& op) = 0;
+  virtual void onComplete(const Operation& op, size_t bytes) = 0;
+  virtual void onError(const Operation& op, const std::string& why) = 0;
+
+ protected:
+  ~CompletionSink() = default;
+};
+
+class Endpoint {
+ public:
+  // Opens the endpoint on the first fi_info that fi_getinfo offers for
+  // `provider` ("" lets libfabric choose; FI_PROVIDER filters as usual).
+  // Throws InvalidArgument naming the provider and listing the ones offered
+  // when there is none. `registerAlways` registers every buffer even where
+  // the provider does not ask for FI_MR_LOCAL (to exercise EFA's path).
+  Endpoint(const OfiApi& api, int rank, const std::string& provider, bool registerAlways);
+  ~Endpoint();
+  Endpoint(const Endpoint&) = delete;
+  Endpoint& operator=(const Endpoint&) = delete;
+
+  // This endpoint's address (fi_getname): the connect handle.
+  ConnectHandle address() const { return address_; }
+  // Inserts a peer's address into the address vector (once per peer).
+  // Throws RemoteError naming the peer when the address is refused.
+  fi_addr_t insertPeer(int peer, const ConnectHandle& handle);
+  // "tcp;ofi_rxm fabric=192.0.2.0/24 domain=eth0 addr=FI_SOCKADDR_IN mr=[...]".
+  const std::string& pathText() const { return pathText_; }
+  // The provider's printable form of a peer's address.
+  std::string peerText(fi_addr_t addr);
+  // The largest message one operation may carry (fi_info's max_msg_size).
+  size_t maxMessageBytes() const { return maxMessageBytes_; }
+
+  // Start a tagged send / receive. Null when the provider has no room now
+  // (queue full, or -FI_EAGAIN): call poll() and try again. Throws on any
+  // other error.
+  Operation* startSend(CompletionSink& sink, const void* buf, size_t bytes, fi_addr_t dest,
+                       uint64_t tag, uint64_t transfer);
+  Operation* startRecv(CompletionSink& sink, void* buf, size_t bytes, uint64_t tag,
+                       uint64_t transfer);
+  // Reads the completion queue (this is what makes a manual-progress
+  // provider move) and delivers what it finds. Returns completions read.
+  int poll();
+  // A connection that goes away cancels what it still has in flight; the
+  // operations stay here until the provider gives them back.
+  void forget(const std::set<Operation*>& ops);
+  // Holds the mutex that completions are delivered under, for a sink that
+  // changes the state its callbacks read.
+  std::unique_lock<std::mutex> lock() { return std::unique_lock(mutex_); }
+  // A descriptor poll() can sleep on: the completion queue's wait fd when
+  // fi_trywait says sleeping is safe, else one that is always readable.
+  int waitFd();
+
+ private:
+  void close();
+  Operation* acquire(CompletionSink& sink, size_t bytes, uint64_t transfer, bool recv);
+  void release(Operation* op);
+  void* describeMemory(Operation& op, const void* buf, size_t bytes, uint64_t access);
+  [[noreturn]] void failCall(const char* call, int ret) const;
+
+  const OfiApi& api_;
+  int rank_;
+  bool registerAlways_;
+  fi_info* info_ = nullptr;
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+  fid_cq* cq_ = nullptr;
+  fid_av* av_ = nullptr;
+  fid_ep* ep_ = nullptr;
+  int cqFd_ = -1;     // the CQ's wait fd, -1 without one
+  int readyFd_ = -1;  // an eventfd that is always readable
+  ConnectHandle address_;
+  std::string pathText_;
+  size_t maxMessageBytes_ = 0;
+  bool localMr_ = false;  // register and pass descriptors
+  size_t txCapacity_ = 0, rxCapacity_ = 0;
+  size_t txInFlight_ = 0, rxInFlight_ = 0;
+  uint64_t nextKey_ = 1;
+  std::map<int, fi_addr_t> peers_;
+  std::vector<std::unique_ptr<Operation>> operations_;
+  std::vector<Operation*> free_;
+  std::mutex mutex_;
+};
+
+}  // namespace tidal::ofi
