@@ -345,7 +345,9 @@ enum Collective : int {
   kRecv,
   kAllToAllBruck,
   kGatherTree,
-  kScatterTree
+  kScatterTree,
+  kBroadcastTree,
+  kReduceTree
 };
 
 void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
@@ -411,17 +413,20 @@ void Communicator::reduceScatter(const void* sendbuff, void* recvbuff, size_t re
 void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
                              tidalDataType_t type, int root, const CallMemory& memory) {
   const auto a = args(count, type, tidalSum, root, sendbuff == recvbuff);
+  const bool tree = algorithms_.treeBroadcast(count * typeSize(type), nranks_);
   execute("Broadcast", sign(CallKind::Broadcast, count, type, CallSignature::kNone, root),
-          {kBroadcast, count, type, tidalSum, root, a.inPlace}, sendbuff, recvbuff, memory,
-          [&] { return coll::chainBroadcast(a); });
+          {tree ? kBroadcastTree : kBroadcast, count, type, tidalSum, root, a.inPlace}, sendbuff,
+          recvbuff, memory,
+          [&] { return tree ? coll::binomialBroadcast(a) : coll::chainBroadcast(a); });
 }
 
 void Communicator::reduce(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type,
                           tidalRedOp_t op, int root, const CallMemory& memory) {
   const auto a = args(count, type, op, root, sendbuff == recvbuff);
+  const bool tree = algorithms_.treeReduce(count * typeSize(type), nranks_);
   execute("Reduce", sign(CallKind::Reduce, count, type, op, root),
-          {kReduce, count, type, op, root, a.inPlace}, sendbuff, recvbuff, memory,
-          [&] { return coll::chainReduce(a); });
+          {tree ? kReduceTree : kReduce, count, type, op, root, a.inPlace}, sendbuff, recvbuff,
+          memory, [&] { return tree ? coll::binomialReduce(a) : coll::chainReduce(a); });
 }
 
 void Communicator::barrier(const CallMemory& memory) {
