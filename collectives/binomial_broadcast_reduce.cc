@@ -109,4 +109,15 @@ Schedule binomialReduce(const CollectiveArgs& a) {
   return s;
 }
 
+std::vector<int> binomialPeers(int rank, int nranks) {
+  // Rank r's parent under root q is r - lowBit(r - q), its children r + 2^k.
+  std::vector<int> out;
+  for (int step = 1; step < nranks; step *= 2) {
+    for (const int p : {mod(rank + step, nranks), mod(rank - step, nranks)}) {
+      if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+    }
+  }
+  return out;
+}
+
 }  // namespace tidal::coll

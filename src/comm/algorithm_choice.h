@@ -16,9 +16,10 @@
 // messages posted all at once cost less than rounds do (pairwise and direct
 // post everything at once). Broadcast and Reduce take the binomial tree for
 // messages up to their *_TREE_BYTES from kTreeMinRanks ranks: their other
-// algorithm, the chain, is itself n - 1 dependent hops, so the tree's
-// ceil(log2 n) levels win as soon as they are fewer (2 ranks: the same
-// single hop). A tuner with a cost model replaces this room.
+// algorithm, the chain, is itself n - 1 dependent hops, and from 3 ranks on
+// the tree is shallower (at 3 the root's two sends overlap where the chain's
+// two hops wait on each other; at 2 both are the same single hop). A tuner
+// with a cost model replaces this room.
 #pragma once
 
 #include <cstddef>

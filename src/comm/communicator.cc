@@ -115,13 +115,18 @@ void Communicator::connectPeers() {
   const std::vector<std::string>& hostOfRank = links_->hostOfRank();
 
   // Ring and chains talk to the neighbours; recursive doubling to the
-  // partners at distance 1, 2, 4, ...; hierarchical collectives to the peers
+  // partners at distance 1, 2, 4, ...; the Broadcast/Reduce trees to the
+  // ranks at +- 1, 2, 4, ...; hierarchical collectives to the peers
   // of both levels. Those connections are opened now (and their staging
   // pre-faulted), so that no collective pays for a connection set-up and the
   // device path can stage over them; any other peer is connected on first use.
   const int right = (rank_ + 1) % nranks_, left = (rank_ + nranks_ - 1) % nranks_;
   std::set<int> sendPeers{right}, recvPeers{left};
   for (int p : coll::recursiveDoublingPeers(rank_, nranks_)) {
+    sendPeers.insert(p);
+    recvPeers.insert(p);
+  }
+  for (int p : coll::binomialPeers(rank_, nranks_)) {
     sendPeers.insert(p);
     recvPeers.insert(p);
   }

@@ -333,6 +333,11 @@ TEST(BinomialTrees, EachNonRootReceivesOrSendsEachChunkOnceAndTheRootTalksToLog2
         // Up the tree and down it are the same edge.
         EXPECT_EQ(b.recvs[0].peer, red.sends[0].peer);
         EXPECT_EQ(bPeers, rPeers);
+        // The communicator connects these at init.
+        const auto peers = binomialPeers(r, n);
+        for (const int p : bPeers)
+          EXPECT_NE(std::find(peers.begin(), peers.end(), p), peers.end()) << "rank " << r;
+        EXPECT_NE(std::find(peers.begin(), peers.end(), b.recvs[0].peer), peers.end());
       }
     }
   }
