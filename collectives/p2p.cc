@@ -107,8 +107,8 @@ Schedule p2pGroup(int rank, const std::vector<P2pOp>& ops, const P2pFraming& fra
     }
     if (op.kind == P2pOp::Kind::Send) {
       const bool inlined = p2pInlined(framing, op.bytes);
-      const CallSignature h = CallSignature::sendHeader(op.bytes / typeSize(op.type), op.type,
-                                                        inlined ? op.buffer : nullptr, op.bytes);
+      const CallSignature h = CallSignature::sendHeader(
+          op.bytes / typeSize(op.type), op.type, inlined ? op.buffer : nullptr, op.bytes);
       uint64_t* at = &headers[nextHeader++ * kHeaderWords];
       std::memcpy(at, &h, sizeof h);
       appendSend(s, op.peer, addressOf(at), addressOf(op.buffer), op.bytes, chunk, inlined);

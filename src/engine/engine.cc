@@ -452,8 +452,7 @@ class Engine::Run {
            "from it: the two ranks' calls are out of step (a Send/Recv against a collective)",
            e_.rank_, what_, op.peer, h.describe(), h.seq + 1);
     }
-    if (!isValidType(h.type) ||
-        h.count > SIZE_MAX / typeSize(static_cast<tidalDataType_t>(h.type))) {
+    if (!isValidType(h.type) || h.count > SIZE_MAX / typeSize(static_cast<tidalDataType_t>(h.type))) {
       fail(tidalInvalidUsage, "rank {}: {}: rank {} sent a message header that is not valid: {}",
            e_.rank_, what_, op.peer, h.describe());
     }
@@ -485,7 +484,8 @@ class Engine::Run {
     }
     // Copied from where the header landed (device scratch on the device
     // plane), in the plane's order; no piece follows.
-    plane_.copy(resolve(op.inlineTo), resolve(op.dst) + offsetof(CallSignature, inlineData), total);
+    plane_.copy(resolve(op.inlineTo), resolve(op.dst) + offsetof(CallSignature, inlineData),
+                total);
     st_.sizes[i] = 0;
   }
 
