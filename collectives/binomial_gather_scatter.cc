@@ -7,10 +7,8 @@
 // bytes through the root's link are the same either way, so for large blocks
 // direct wins (no store-and-forward).
 //
-// Ranks are renumbered so the root is 0: vrank v = rank - root (mod n). v's
-// parent is v minus its lowest set bit; its children are v + 2^k for every
-// 2^k below that bit (every 2^k, for the root) that stays below n. v's subtree
-// is then the contiguous vranks [v, v + size(v)), so a subtree travels as one
+// Ranks are renumbered so the root is 0 (binomial_tree.h): v's subtree is
+// the contiguous vranks [v, v + size(v)), so a subtree travels as one
 // message holding its blocks in vrank order. An inner rank keeps the blocks
 // of its subtree but its own in scratch; its own block goes straight between
 // the user's buffer and the message. At the root the blocks sit in rank
@@ -23,6 +21,7 @@
 // and sends each piece of its own subtree upward as soon as the receive that
 // filled it has landed. Scatter: each rank receives its subtree and forwards
 // each child's part, largest subtree first (it has the longest way to go).
+#include "collectives/binomial_tree.h"
 #include "collectives/message_pieces.h"
 #include "collectives/ring_steps.h"
 #include "core/dtype.h"
@@ -31,22 +30,8 @@ namespace tidal::coll {
 
 namespace {
 
-struct BinomialTree {
-  int n, root;
+struct BinomialTree : BinomialRanks {
   size_t block;
-
-  int vrank(int rank) const { return mod(rank - root, n); }
-  int rankOf(int v) const { return mod(v + root, n); }
-  int lowBit(int v) const { return v & -v; }
-  int size(int v) const { return v == 0 ? n : std::min(lowBit(v), n - v); }
-  int parent(int v) const { return v - lowBit(v); }
-  // Nearest (smallest subtree) first.
-  std::vector<int> children(int v) const {
-    std::vector<int> out;
-    for (int step = 1; v + step < n && (v == 0 || step < lowBit(v)); step *= 2)
-      out.push_back(v + step);
-    return out;
-  }
 
   // The message carrying subtree c, cut after c's own block (the receiver
   // keeps the rest in scratch) and where its vranks wrap past rank n - 1.
@@ -80,7 +65,7 @@ int64_t landedBy(const std::vector<Landed>& landed, size_t end) {
 }
 
 BinomialTree treeOf(const CollectiveArgs& a) {
-  return {a.nranks, a.root, a.count * typeSize(a.type)};
+  return {{a.nranks, a.root}, a.count * typeSize(a.type)};
 }
 
 }  // namespace

@@ -183,6 +183,17 @@ std::vector<int> hierarchicalPeers(const Topology& topo);
 // (Reduce) the root (chain.cc).
 Schedule chainBroadcast(const CollectiveArgs& args);
 Schedule chainReduce(const CollectiveArgs& args);
+// The same over a binomial tree rooted at args.root
+// (binomial_broadcast_reduce.cc), for small messages: ceil(log2 n) steps
+// instead of the chain's n - 1 hops, at log2(n) copies through the root's
+// link. Pipelined in chunks; each reducing receive is one chunk. Any n.
+Schedule binomialBroadcast(const CollectiveArgs& args);
+Schedule binomialReduce(const CollectiveArgs& args);
+// Every peer those two talk to, whatever the root: rank +- 2^k (mod n). The
+// communicator connects them at init, so that a rank left waiting by ranks
+// that disagree about the root waits on a link that closes when they break
+// off (tests/integration/mismatch_test.cc, ReduceRoot).
+std::vector<int> binomialPeers(int rank, int nranks);
 
 // Point-to-point and personalised exchanges (alltoall.cc, gather_scatter.cc,
 // p2p.cc).

@@ -34,14 +34,20 @@ AlgorithmChoice AlgorithmChoice::fromParams(int rank) {
       readFlatOrRounds(rank, "TIDAL_GATHER_ALGO", "direct", "tree", "TIDAL_GATHER_TREE_BYTES");
   c.scatter_ =
       readFlatOrRounds(rank, "TIDAL_SCATTER_ALGO", "direct", "tree", "TIDAL_SCATTER_TREE_BYTES");
+  c.broadcast_ = readFlatOrRounds(rank, "TIDAL_BROADCAST_ALGO", "chain", "tree",
+                                  "TIDAL_BROADCAST_TREE_BYTES", kTreeMinRanks);
+  c.reduce_ = readFlatOrRounds(rank, "TIDAL_REDUCE_ALGO", "chain", "tree",
+                               "TIDAL_REDUCE_TREE_BYTES", kTreeMinRanks);
   return c;
 }
 
 AlgorithmChoice::FlatOrRounds AlgorithmChoice::readFlatOrRounds(int rank, const char* algoName,
                                                                 const char* flat,
                                                                 const char* rounds,
-                                                                const char* bytesName) {
+                                                                const char* bytesName,
+                                                                int minRanks) {
   FlatOrRounds c;
+  c.minRanks = minRanks;
   const std::string algo = params::getString(algoName);
   if (algo != "auto" && algo != flat && algo != rounds) {
     fail(tidalInvalidArgument, "rank {}: {}='{}' is not one of auto, {}, {}", rank, algoName, algo,

@@ -2,7 +2,9 @@
 // them (TIDAL_ALLREDUCE_ALGO, TIDAL_ALLGATHER_ALGO, TIDAL_REDUCESCATTER_ALGO,
 // TIDAL_ALLREDUCE_RD_BYTES, TIDAL_ALLTOALL_ALGO, TIDAL_ALLTOALL_BRUCK_BYTES,
 // TIDAL_GATHER_ALGO, TIDAL_GATHER_TREE_BYTES, TIDAL_SCATTER_ALGO,
-// TIDAL_SCATTER_TREE_BYTES), read and checked once per communicator.
+// TIDAL_SCATTER_TREE_BYTES, TIDAL_BROADCAST_ALGO, TIDAL_BROADCAST_TREE_BYTES,
+// TIDAL_REDUCE_ALGO, TIDAL_REDUCE_TREE_BYTES), read and checked once per
+// communicator.
 //
 // The rules are the default tuning: recursive doubling for AllReduce up to
 // TIDAL_ALLREDUCE_RD_BYTES (it must also fit one staging slot: it sends the
@@ -12,7 +14,12 @@
 // only from kLogRoundsMinRanks ranks: they save message start-ups at the price
 // of dependent rounds, and with the ranks of one host the start-ups of
 // messages posted all at once cost less than rounds do (pairwise and direct
-// post everything at once). A tuner with a cost model replaces this room.
+// post everything at once). Broadcast and Reduce take the binomial tree for
+// messages up to their *_TREE_BYTES from kTreeMinRanks ranks: their other
+// algorithm, the chain, is itself n - 1 dependent hops, and from 3 ranks on
+// the tree is shallower (at 3 the root's two sends overlap where the chain's
+// two hops wait on each other; at 2 both are the same single hop). A tuner
+// with a cost model replaces this room.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +34,8 @@ class AlgorithmChoice {
   enum class AllReduce { Ring, RecursiveDoubling, Hierarchical };
   // Under auto, fewer ranks keep pairwise AllToAll and direct Gather/Scatter.
   static constexpr int kLogRoundsMinRanks = 16;
+  // Under auto, fewer ranks keep the chain Broadcast and Reduce.
+  static constexpr int kTreeMinRanks = 3;
 
   // Reads and validates the settings; throws InvalidArgument naming the
   // variable, its value and the rank.
@@ -49,6 +58,9 @@ class AlgorithmChoice {
   bool treeScatter(size_t blockBytes, int nranks) const {
     return scatter_.logRounds(blockBytes, nranks);
   }
+  // Message bytes (count * type size).
+  bool treeBroadcast(size_t bytes, int nranks) const { return broadcast_.logRounds(bytes, nranks); }
+  bool treeReduce(size_t bytes, int nranks) const { return reduce_.logRounds(bytes, nranks); }
 
  private:
   // A choice between posting everything at once ("flat") and log2(n) rounds.
@@ -56,19 +68,21 @@ class AlgorithmChoice {
     bool forced = false;  // the *_ALGO setting names one of the two
     bool rounds = false;  // and it is the log2(n)-round one
     size_t maxBytes = 0;
+    int minRanks = kLogRoundsMinRanks;  // under auto
     bool logRounds(size_t blockBytes, int nranks) const {
       if (forced) return rounds;
-      return blockBytes <= maxBytes && nranks >= kLogRoundsMinRanks;
+      return blockBytes <= maxBytes && nranks >= minRanks;
     }
   };
   static FlatOrRounds readFlatOrRounds(int rank, const char* algoName, const char* flat,
-                                       const char* rounds, const char* bytesName);
+                                       const char* rounds, const char* bytesName,
+                                       int minRanks = kLogRoundsMinRanks);
 
   size_t rdMaxBytes_ = 0;
   std::string allReduce_ = "auto";
   std::string allGather_ = "auto";
   std::string reduceScatter_ = "auto";
-  FlatOrRounds allToAll_, gather_, scatter_;
+  FlatOrRounds allToAll_, gather_, scatter_, broadcast_, reduce_;
 };
 
 }  // namespace tidal

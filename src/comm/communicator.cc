@@ -115,13 +115,18 @@ void Communicator::connectPeers() {
   const std::vector<std::string>& hostOfRank = links_->hostOfRank();
 
   // Ring and chains talk to the neighbours; recursive doubling to the
-  // partners at distance 1, 2, 4, ...; hierarchical collectives to the peers
+  // partners at distance 1, 2, 4, ...; the Broadcast/Reduce trees to the
+  // ranks at +- 1, 2, 4, ...; hierarchical collectives to the peers
   // of both levels. Those connections are opened now (and their staging
   // pre-faulted), so that no collective pays for a connection set-up and the
   // device path can stage over them; any other peer is connected on first use.
   const int right = (rank_ + 1) % nranks_, left = (rank_ + nranks_ - 1) % nranks_;
   std::set<int> sendPeers{right}, recvPeers{left};
   for (int p : coll::recursiveDoublingPeers(rank_, nranks_)) {
+    sendPeers.insert(p);
+    recvPeers.insert(p);
+  }
+  for (int p : coll::binomialPeers(rank_, nranks_)) {
     sendPeers.insert(p);
     recvPeers.insert(p);
   }
@@ -345,7 +350,9 @@ enum Collective : int {
   kRecv,
   kAllToAllBruck,
   kGatherTree,
-  kScatterTree
+  kScatterTree,
+  kBroadcastTree,
+  kReduceTree
 };
 
 void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
@@ -411,17 +418,20 @@ void Communicator::reduceScatter(const void* sendbuff, void* recvbuff, size_t re
 void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
                              tidalDataType_t type, int root, const CallMemory& memory) {
   const auto a = args(count, type, tidalSum, root, sendbuff == recvbuff);
+  const bool tree = algorithms_.treeBroadcast(count * typeSize(type), nranks_);
   execute("Broadcast", sign(CallKind::Broadcast, count, type, CallSignature::kNone, root),
-          {kBroadcast, count, type, tidalSum, root, a.inPlace}, sendbuff, recvbuff, memory,
-          [&] { return coll::chainBroadcast(a); });
+          {tree ? kBroadcastTree : kBroadcast, count, type, tidalSum, root, a.inPlace}, sendbuff,
+          recvbuff, memory,
+          [&] { return tree ? coll::binomialBroadcast(a) : coll::chainBroadcast(a); });
 }
 
 void Communicator::reduce(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type,
                           tidalRedOp_t op, int root, const CallMemory& memory) {
   const auto a = args(count, type, op, root, sendbuff == recvbuff);
+  const bool tree = algorithms_.treeReduce(count * typeSize(type), nranks_);
   execute("Reduce", sign(CallKind::Reduce, count, type, op, root),
-          {kReduce, count, type, op, root, a.inPlace}, sendbuff, recvbuff, memory,
-          [&] { return coll::chainReduce(a); });
+          {tree ? kReduceTree : kReduce, count, type, op, root, a.inPlace}, sendbuff, recvbuff,
+          memory, [&] { return tree ? coll::binomialReduce(a) : coll::chainReduce(a); });
 }
 
 void Communicator::barrier(const CallMemory& memory) {

@@ -10,7 +10,7 @@ namespace tidal {
 
 namespace {
 
-constexpr std::array<const char*, 15> kNames = {
+constexpr std::array<const char*, 19> kNames = {
     "TIDAL_CHUNK_SIZE",
     "TIDAL_STAGING_SLOTS",
     "TIDAL_ALLREDUCE_RD_BYTES",
@@ -23,6 +23,10 @@ constexpr std::array<const char*, 15> kNames = {
     "TIDAL_GATHER_TREE_BYTES",
     "TIDAL_SCATTER_ALGO",
     "TIDAL_SCATTER_TREE_BYTES",
+    "TIDAL_BROADCAST_ALGO",
+    "TIDAL_BROADCAST_TREE_BYTES",
+    "TIDAL_REDUCE_ALGO",
+    "TIDAL_REDUCE_TREE_BYTES",
     "TIDAL_NET",
     "TIDAL_SHM_DISABLE",
     "TIDAL_CHECK_CALLS",

@@ -141,7 +141,10 @@ class Engine::Run {
       for (Connection* c : st_.connections) moved |= c->progress();
       // A signature that progress() just brought may carry the data of the
       // receive behind it: taken in this round, not the next.
-      if (check_) moved |= postRecvs();
+      if (check_) {
+        moved |= postRecvs();
+        moved |= checkArrivedSignatures();
+      }
       moved |= completeRecvs();
       moved |= completeSends();
       if (moved) {
@@ -244,6 +247,27 @@ class Engine::Run {
     failOnMismatch(r);
     r.matched = true;
     return true;
+  }
+
+  // Compares every signature that has arrived, not only those of the peers
+  // whose data is next: ranks that disagree about the root of a tree wait on
+  // peers that never send to them, and the ring signature (which carries no
+  // data) is then the only one that can tell, before the data is done.
+  bool checkArrivedSignatures() {
+    if (signaturesCompared_) return false;
+    bool all = true, moved = false;
+    for (auto& r : st_.signatureRecvs) {
+      if (r.matched) continue;
+      if (!r.arrived()) {
+        all = false;
+        continue;
+      }
+      failOnMismatch(r);
+      r.matched = true;
+      moved = true;
+    }
+    signaturesCompared_ = all;
+    return moved;
   }
 
   void failOnMismatch(const RunState::SignatureRecv& r) const {
@@ -625,6 +649,7 @@ class Engine::Run {
   RunState& st_;
   const CallCheck* check_;
   bool signaturesSettled_ = false;
+  bool signaturesCompared_ = false;  // every peer's signature arrived and matched
   size_t nextSend_ = 0, sendsDone_ = 0;
   size_t nextRecvPost_ = 0, recvsDone_ = 0;
   size_t nextCopy_ = 0;  // next of Schedule::recvCopies

@@ -1,5 +1,5 @@
-// The rules and settings that pick AllToAll, Gather and Scatter algorithms
-// (src/comm/algorithm_choice.h).
+// The rules and settings that pick AllToAll, Gather, Scatter, Broadcast and
+// Reduce algorithms (src/comm/algorithm_choice.h).
 #include "comm/algorithm_choice.h"
 
 #include <gtest/gtest.h>
@@ -54,6 +54,41 @@ TEST(AlgorithmChoice, ForcedAlgorithmsIgnoreSizeAndRanks) {
   EXPECT_TRUE(c.treeScatter(size_t{1} << 30, 3));
 }
 
+TEST(AlgorithmChoice, BroadcastAndReduceTakeTheTreeForSmallMessagesFromThreeRanks) {
+  {
+    const AlgorithmChoice c = AlgorithmChoice::fromParams(0);
+    constexpr int kFew = AlgorithmChoice::kTreeMinRanks;
+    EXPECT_TRUE(c.treeBroadcast(65536, kFew));
+    EXPECT_FALSE(c.treeBroadcast(65537, kFew));
+    EXPECT_FALSE(c.treeBroadcast(8, kFew - 1));
+    EXPECT_TRUE(c.treeReduce(0, 16384));
+    EXPECT_TRUE(c.treeReduce(65536, kFew));
+    EXPECT_FALSE(c.treeReduce(65537, 1000));
+    EXPECT_FALSE(c.treeReduce(8, 2));
+  }
+  {
+    ScopedEnv b("TIDAL_BROADCAST_TREE_BYTES", "100");
+    ScopedEnv r("TIDAL_REDUCE_TREE_BYTES", "0");
+    const AlgorithmChoice c = AlgorithmChoice::fromParams(0);
+    EXPECT_TRUE(c.treeBroadcast(100, 3));
+    EXPECT_FALSE(c.treeBroadcast(101, 3));
+    EXPECT_TRUE(c.treeReduce(0, 3));
+    EXPECT_FALSE(c.treeReduce(1, 3));
+  }
+  {
+    ScopedEnv b("TIDAL_BROADCAST_ALGO", "tree");
+    ScopedEnv r("TIDAL_REDUCE_ALGO", "chain");
+    const AlgorithmChoice c = AlgorithmChoice::fromParams(0);
+    EXPECT_TRUE(c.treeBroadcast(size_t{1} << 30, 2));
+    EXPECT_FALSE(c.treeReduce(8, 1000));
+  }
+  ScopedEnv b("TIDAL_BROADCAST_ALGO", "chain");
+  ScopedEnv r("TIDAL_REDUCE_ALGO", "tree");
+  const AlgorithmChoice c = AlgorithmChoice::fromParams(0);
+  EXPECT_FALSE(c.treeBroadcast(8, 1000));
+  EXPECT_TRUE(c.treeReduce(size_t{1} << 30, 1));
+}
+
 TEST(AlgorithmChoice, BadSettingsNameVariableValueAndRank) {
   for (const auto& [name, value] :
        std::vector<std::pair<const char*, const char*>>{{"TIDAL_ALLTOALL_ALGO", "tree"},
@@ -61,7 +96,11 @@ TEST(AlgorithmChoice, BadSettingsNameVariableValueAndRank) {
                                                         {"TIDAL_SCATTER_ALGO", "ring"},
                                                         {"TIDAL_ALLTOALL_BRUCK_BYTES", "-1"},
                                                         {"TIDAL_GATHER_TREE_BYTES", "-5"},
-                                                        {"TIDAL_SCATTER_TREE_BYTES", "-7"}}) {
+                                                        {"TIDAL_SCATTER_TREE_BYTES", "-7"},
+                                                        {"TIDAL_BROADCAST_ALGO", "ring"},
+                                                        {"TIDAL_REDUCE_ALGO", "direct"},
+                                                        {"TIDAL_BROADCAST_TREE_BYTES", "-2"},
+                                                        {"TIDAL_REDUCE_TREE_BYTES", "-3"}}) {
     ScopedEnv bad(name, value);
     try {
       AlgorithmChoice::fromParams(3);

@@ -109,6 +109,10 @@ std::vector<Case> cases(int n) {
     v.push_back({Coll::ReduceScatter, tidalFloat16, tidalSum, 90001, inPlace, 0});
     v.push_back({Coll::Broadcast, tidalInt64, tidalSum, 40000, inPlace, n - 1});
     v.push_back({Coll::Reduce, tidalUint32, tidalAvg, 150001, inPlace, n / 2});
+    // Up to 64 KiB from 3 ranks: the binomial trees, whose links open on
+    // first use.
+    v.push_back({Coll::Broadcast, tidalFloat32, tidalSum, 1001, inPlace, n / 2});
+    v.push_back({Coll::Reduce, tidalInt32, tidalAvg, 3001, inPlace, n - 1});
   }
   return v;
 }

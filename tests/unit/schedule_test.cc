@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <numeric>
+#include <set>
 #include <vector>
 
 #include "collectives/schedule.h"
@@ -13,6 +15,7 @@
 namespace tidal::coll {
 namespace {
 
+using test::Landing;
 using test::RankState;
 using test::simulate;
 
@@ -137,38 +140,208 @@ TEST_P(Schedules, ReduceScatterGivesEachRankItsSegment) {
   expectReduceScatterSegments(ringReduceScatter, n, count, chunk, tidalMax);
 }
 
-TEST_P(Schedules, BroadcastAndReduceFromEveryRoot) {
-  const auto [n, count, chunk] = GetParam();
+// Runs a Broadcast and a Reduce schedule family from every root, in place
+// and out of place, with both landings, and checks every rank's copy of the
+// root's input and the root's reduction (sum, max, or the truncated mean for
+// avg). Reduce leaves recvbuff alone except at the root.
+void expectBroadcastAndReduce(const Builder& broadcast, const Builder& reduceTo, int n,
+                              size_t count, size_t chunk, tidalRedOp_t op) {
   for (int root = 0; root < n; ++root) {
-    std::vector<RankState> b(static_cast<size_t>(n)), red(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r) {
-      b[r].schedule = chainBroadcast(argsFor(r, n, count, tidalSum, root, chunk));
-      red[r].schedule = chainReduce(argsFor(r, n, count, tidalSum, root, chunk));
-      for (auto* s : {&b[r], &red[r]}) {
-        s->send.resize(count * 4);
-        s->recv.assign(count * 4, 0);
-        for (size_t i = 0; i < count; ++i)
-          reinterpret_cast<int32_t*>(s->send.data())[i] = value(r, i);
-      }
-    }
-    ASSERT_TRUE(simulate(b));
-    ASSERT_TRUE(simulate(red));
-    for (size_t i = 0; i < count; ++i) {
-      int32_t sum = 0;
-      for (int k = 0; k < n; ++k) sum += value(k, i);
-      ASSERT_EQ(reinterpret_cast<int32_t*>(red[root].recv.data())[i], sum) << "root " << root;
-      for (int r = 0; r < n; ++r) {
-        ASSERT_EQ(reinterpret_cast<int32_t*>(b[r].recv.data())[i], value(root, i))
-            << "root " << root;
+    for (const bool inPlace : {false, true}) {
+      for (const Landing landing : {Landing::OnArrival, Landing::OnCompletion}) {
+        std::vector<RankState> b(static_cast<size_t>(n)), red(static_cast<size_t>(n));
+        for (int r = 0; r < n; ++r) {
+          CollectiveArgs a = argsFor(r, n, count, op, root, chunk);
+          a.inPlace = inPlace;
+          b[r].schedule = broadcast(a);
+          red[r].schedule = reduceTo(a);
+          for (const auto& recv : red[r].schedule.recvs) {
+            EXPECT_LE(recv.bytes, std::max<size_t>(chunk, 4)) << "a reducing receive > a slot";
+          }
+          for (auto* st : {&b[r], &red[r]}) {
+            st->send.resize(count * 4);
+            for (size_t i = 0; i < count; ++i)
+              reinterpret_cast<int32_t*>(st->send.data())[i] = value(r, i);
+            st->recv.assign(count * 4, 0);
+            if (inPlace) {
+              st->recv = st->send;
+              st->sendAt = st->recv.data();
+            }
+          }
+        }
+        ASSERT_TRUE(simulate(b, landing)) << "root " << root;
+        ASSERT_TRUE(simulate(red, landing)) << "root " << root;
+        for (size_t i = 0; i < count; ++i) {
+          int64_t sum = 0;
+          int32_t max = value(0, i);
+          for (int k = 0; k < n; ++k) {
+            sum += value(k, i);
+            max = std::max(max, value(k, i));
+          }
+          const auto want = static_cast<int32_t>(op == tidalMax   ? max
+                                                 : op == tidalAvg ? sum / n
+                                                                  : sum);
+          ASSERT_EQ(reinterpret_cast<int32_t*>(red[root].recv.data())[i], want)
+              << "root " << root << " i " << i << " in place " << inPlace;
+          for (int r = 0; r < n; ++r) {
+            ASSERT_EQ(reinterpret_cast<int32_t*>(b[r].recv.data())[i], value(root, i))
+                << "root " << root << " rank " << r << " i " << i << " in place " << inPlace;
+            if (r != root && !inPlace) {
+              ASSERT_EQ(reinterpret_cast<int32_t*>(red[r].recv.data())[i], 0)
+                  << "Reduce wrote rank " << r << "'s recvbuff, root " << root;
+            }
+          }
+        }
       }
     }
   }
+}
+
+TEST_P(Schedules, BroadcastAndReduceFromEveryRoot) {
+  const auto [n, count, chunk] = GetParam();
+  expectBroadcastAndReduce(chainBroadcast, chainReduce, n, count, chunk, tidalSum);
 }
 
 INSTANTIATE_TEST_SUITE_P(RanksCountsChunks, Schedules,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8),
                                             ::testing::Values(0, 1, 7, 1023, 5000),
                                             ::testing::Values(4, 64, 4096)));
+
+// Binomial Broadcast and Reduce at every rank count up to 9 and a few past
+// powers of two, every op the engine applies differently (avg: divisor).
+class BinomialTrees
+    : public ::testing::TestWithParam<std::tuple<int, size_t, size_t, tidalRedOp_t>> {};
+
+TEST_P(BinomialTrees, BroadcastAndReduceFromEveryRoot) {
+  const auto [n, count, chunk, op] = GetParam();
+  expectBroadcastAndReduce(binomialBroadcast, binomialReduce, n, count, chunk, op);
+}
+
+INSTANTIATE_TEST_SUITE_P(RanksCountsChunksOps, BinomialTrees,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17),
+                                            ::testing::Values(0, 1, 7, 1000),
+                                            ::testing::Values(4, 64, 4096),
+                                            ::testing::Values(tidalSum, tidalMax, tidalAvg)));
+
+// Steps a collective takes when every rank sends one message per step and
+// completes one receive per step (full duplex): a send starts once the
+// receive it waits for has completed and the rank's previous send is done,
+// and arrives a step later; receives complete in schedule order. Messages
+// match in order per (sender, receiver). The last completion is the time.
+int stepsToFinish(const std::vector<Schedule>& ss) {
+  const int n = static_cast<int>(ss.size());
+  std::map<std::pair<int, int>, std::vector<size_t>> recvsFrom;  // (to, from) -> receives
+  std::map<std::pair<int, int>, size_t> matched;
+  std::vector<std::vector<int>> arrival(ss.size()), done(ss.size());
+  for (int r = 0; r < n; ++r) {
+    arrival[r].assign(ss[r].recvs.size(), -1);
+    done[r].assign(ss[r].recvs.size(), -1);
+    for (size_t i = 0; i < ss[r].recvs.size(); ++i)
+      recvsFrom[{r, ss[r].recvs[i].peer}].push_back(i);
+  }
+  std::vector<size_t> nextSend(ss.size(), 0);
+  std::vector<int> sendFree(ss.size(), 0);
+  const auto doneAt = [&](int r, int64_t i) -> int {  // -1 while unknown
+    auto& d = done[r];
+    for (size_t j = 0; j <= static_cast<size_t>(i); ++j) {
+      if (d[j] >= 0) continue;
+      if (arrival[r][j] < 0) return -1;
+      d[j] = std::max(arrival[r][j], j == 0 ? 0 : d[j - 1] + 1);
+    }
+    return d[static_cast<size_t>(i)];
+  };
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int r = 0; r < n; ++r) {
+      while (nextSend[r] < ss[r].sends.size()) {
+        const SendOp& op = ss[r].sends[nextSend[r]];
+        int start = sendFree[r];
+        if (op.afterRecv >= 0) {
+          const int d = doneAt(r, op.afterRecv);
+          if (d < 0) break;
+          start = std::max(start, d);
+        }
+        const auto& list = recvsFrom[{op.peer, r}];
+        const size_t k = matched[{op.peer, r}]++;
+        EXPECT_LT(k, list.size()) << "rank " << r << " sends rank " << op.peer << " too much";
+        if (k >= list.size()) return -1;
+        arrival[op.peer][list[k]] = start + 1;
+        sendFree[r] = start + 1;
+        ++nextSend[r];
+        moved = true;
+      }
+    }
+  }
+  int last = 0;
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(nextSend[r], ss[r].sends.size()) << "rank " << r << " deadlocked";
+    if (!ss[r].recvs.empty()) last = std::max(last, doneAt(r, ss[r].recvs.size() - 1));
+  }
+  return last;
+}
+
+int ceilLog2(int n) {
+  int k = 0;
+  while ((1 << k) < n) ++k;
+  return k;
+}
+
+TEST(BinomialTrees, OneChunkTakesCeilLog2StepsAgainstTheChainsNMinusOne) {
+  for (int n = 1; n <= 17; ++n) {
+    for (const int root : {0, n / 2, n - 1}) {
+      std::vector<Schedule> tb, tr, cb, cr;
+      for (int r = 0; r < n; ++r) {
+        const CollectiveArgs a = argsFor(r, n, 4, tidalSum, root, 64);
+        tb.push_back(binomialBroadcast(a));
+        tr.push_back(binomialReduce(a));
+        cb.push_back(chainBroadcast(a));
+        cr.push_back(chainReduce(a));
+      }
+      EXPECT_EQ(stepsToFinish(tb), ceilLog2(n)) << "Broadcast n " << n << " root " << root;
+      EXPECT_EQ(stepsToFinish(tr), ceilLog2(n)) << "Reduce n " << n << " root " << root;
+      EXPECT_EQ(stepsToFinish(cb), n - 1) << "chain Broadcast n " << n << " root " << root;
+      EXPECT_EQ(stepsToFinish(cr), n - 1) << "chain Reduce n " << n << " root " << root;
+    }
+  }
+}
+
+TEST(BinomialTrees, EachNonRootReceivesOrSendsEachChunkOnceAndTheRootTalksToLog2Peers) {
+  constexpr size_t kCount = 40, kChunk = 64;  // 16 elements a chunk: 3 chunks
+  for (int n = 1; n <= 17; ++n) {
+    for (int root = 0; root < n; ++root) {
+      for (int r = 0; r < n; ++r) {
+        const CollectiveArgs a = argsFor(r, n, kCount, tidalSum, root, kChunk);
+        const Schedule b = binomialBroadcast(a), red = binomialReduce(a);
+        std::set<int> bPeers, rPeers;
+        for (const auto& op : b.sends) bPeers.insert(op.peer);
+        for (const auto& op : red.recvs) rPeers.insert(op.peer);
+        if (r == root) {
+          EXPECT_TRUE(b.recvs.empty());
+          EXPECT_TRUE(red.sends.empty());
+          EXPECT_EQ(static_cast<int>(bPeers.size()), ceilLog2(n)) << "n " << n;
+          EXPECT_EQ(static_cast<int>(rPeers.size()), ceilLog2(n)) << "n " << n;
+          continue;
+        }
+        ASSERT_EQ(b.recvs.size(), 3u) << "n " << n << " root " << root << " rank " << r;
+        ASSERT_EQ(red.sends.size(), 3u) << "n " << n << " root " << root << " rank " << r;
+        for (size_t c = 0; c < 3; ++c) {
+          EXPECT_EQ(b.recvs[c].peer, b.recvs[0].peer);
+          EXPECT_EQ(red.sends[c].peer, red.sends[0].peer);
+          EXPECT_EQ(b.recvs[c].dst.offset, c * kChunk);
+          EXPECT_EQ(red.sends[c].src.offset, c * kChunk);
+        }
+        // Up the tree and down it are the same edge.
+        EXPECT_EQ(b.recvs[0].peer, red.sends[0].peer);
+        EXPECT_EQ(bPeers, rPeers);
+        // The communicator connects these at init.
+        const auto peers = binomialPeers(r, n);
+        for (const int p : bPeers)
+          EXPECT_NE(std::find(peers.begin(), peers.end(), p), peers.end()) << "rank " << r;
+        EXPECT_NE(std::find(peers.begin(), peers.end(), b.recvs[0].peer), peers.end());
+      }
+    }
+  }
+}
 
 class Hierarchy : public ::testing::TestWithParam<std::tuple<int, int, size_t, tidalRedOp_t>> {};
 
