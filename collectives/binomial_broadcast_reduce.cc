@@ -37,17 +37,6 @@
 
 namespace tidal::coll {
 
-namespace {
-
-std::vector<Range> chunksOf(size_t count, size_t chunk) {
-  std::vector<Range> out;
-  for (size_t off = 0; off < count; off += chunk)
-    out.push_back({off, std::min(chunk, count - off)});
-  return out;
-}
-
-}  // namespace
-
 Schedule binomialBroadcast(const CollectiveArgs& a) {
   Schedule s;
   s.type = a.type;

@@ -32,6 +32,15 @@ inline size_t chunkElems(size_t chunkBytes, size_t typeSize) {
   return std::max<size_t>(1, chunkBytes / typeSize);
 }
 
+// `count` elements cut into consecutive chunks of at most `chunk` elements
+// (the pipeline steps of the chains and trees).
+inline std::vector<Range> chunksOf(size_t count, size_t chunk) {
+  std::vector<Range> out;
+  for (size_t off = 0; off < count; off += chunk)
+    out.push_back({off, std::min(chunk, count - off)});
+  return out;
+}
+
 // Which receive of a ring delivered each (member segment, piece, chunk):
 // lets a later phase start a chunk as soon as the chunk it needs has landed
 // instead of waiting for the whole earlier phase.
