@@ -89,7 +89,10 @@ unsigned parseSubsys(const std::string& text) {
 }
 
 State& state() {
-  static State s = [] {
+  // Never destroyed: detached threads (a bootstrap root that refuses a
+  // stranger, a root giving up at its deadline) may log while the process
+  // exits, after static destructors would have freed the logger under them.
+  static State& s = *new State([] {
     State st;
     std::string levelText = "WARN", subsys = "ALL", file;
     try {
@@ -121,7 +124,7 @@ State& state() {
     st.logger->set_level(st.level);
     st.logger->flush_on(spdlog::level::warn);
     return st;
-  }();
+  }());
   return s;
 }
 

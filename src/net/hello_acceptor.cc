@@ -60,6 +60,14 @@ void HelloAcceptor::drop(Pending& p, const std::string& reason) {
   p.socket.close();
 }
 
+void HelloAcceptor::refuse(Pending& p, const std::string& reason, const std::string& rejectText) {
+  // Logged before the peer can see the end of the stream: a peer that exits
+  // as soon as it read the reject must not find this thread mid-log.
+  warnDropped(p.peer, reason);
+  if (!rejectText.empty()) wire::sendReject(p.socket, tidalInvalidUsage, rejectText);
+  p.socket.close();
+}
+
 void HelloAcceptor::evictOne(const std::string* source, const std::string& reason) {
   // Silent connections first (a rank sends its hello with its connect), then
   // the oldest: it had the longest chance and has least time left.
@@ -143,10 +151,10 @@ bool HelloAcceptor::readFrom(Pending& p) {
       // A Tidal peer of another protocol version is told why before the
       // close, so it does not mistake the close for a dead process; anything
       // without our magic gets nothing.
-      if (explainRefusals_ && header.magic == wire::kMagic) {
-        wire::sendReject(p.socket, tidalInvalidUsage, fmt::format("{} refused: {}", who_, problem));
-      }
-      drop(p, problem);
+      refuse(p, problem,
+             explainRefusals_ && header.magic == wire::kMagic
+                 ? fmt::format("{} refused: {}", who_, problem)
+                 : std::string());
       return false;
     }
   }
@@ -156,13 +164,12 @@ bool HelloAcceptor::readFrom(Pending& p) {
   if (!secretsEqual(presented, secret_)) {
     // Saying "wrong secret" tells a stranger nothing it did not know, and
     // tells a rank holding another job's unique id exactly what happened.
-    if (explainRefusals_) {
-      wire::sendReject(p.socket, tidalInvalidUsage,
-                       fmt::format("{} refused: wrong secret (this rank's unique id is not the one "
-                                   "its root was created with: a rank of another job?)",
-                                   who_));
-    }
-    drop(p, "wrong secret (a stranger, or a rank of another job)");
+    refuse(p, "wrong secret (a stranger, or a rank of another job)",
+           explainRefusals_
+               ? fmt::format("{} refused: wrong secret (this rank's unique id is not the one its "
+                             "root was created with: a rank of another job?)",
+                             who_)
+               : std::string());
     return false;
   }
   return true;

@@ -114,6 +114,9 @@ class HelloAcceptor {
   // authenticated hello; drops it (sets socket invalid) when it misbehaves.
   bool readFrom(Pending& p);
   void drop(Pending& p, const std::string& reason);
+  // drop() for a peer that sent a bad header or secret: logged, then told
+  // why (rejectText, when not empty) with an orderly close.
+  void refuse(Pending& p, const std::string& reason, const std::string& rejectText);
 
   Socket& listener_;
   wire::MsgType type_;
