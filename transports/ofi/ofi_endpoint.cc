@@ -254,42 +254,35 @@ void* Endpoint::describeMemory(Operation& op, const void* buf, size_t bytes, uin
 
 Operation* Endpoint::startSend(CompletionSink& sink, const void* buf, size_t bytes, fi_addr_t dest,
                                uint64_t tag, uint64_t transfer) {
-  std::lock_guard lock(mutex_);
-  if (txInFlight_ >= txCapacity_) return nullptr;
-  ++txInFlight_;
-  Operation* op = acquire(sink, bytes, transfer, false);
-  try {
-    void* desc = describeMemory(*op, buf, bytes, FI_SEND);
-    const ssize_t ret = fi_tsend(ep_, buf, bytes, desc, dest, tag, &op->context);
-    if (ret == 0) {
-      sink.onStarted(*op);
-      return op;
-    }
-    release(op);
-    if (ret == -FI_EAGAIN) return nullptr;
-    failCall("fi_tsend", static_cast<int>(ret));
-  } catch (...) {
-    if (op->sink) release(op);
-    throw;
-  }
+  return start(sink, buf, bytes, transfer, false, [&](void* desc, Operation& op) {
+    return fi_tsend(ep_, buf, bytes, desc, dest, tag, &op.context);
+  });
 }
 
 Operation* Endpoint::startRecv(CompletionSink& sink, void* buf, size_t bytes, uint64_t tag,
                                uint64_t transfer) {
+  return start(sink, buf, bytes, transfer, true, [&](void* desc, Operation& op) {
+    return fi_trecv(ep_, buf, bytes, desc, FI_ADDR_UNSPEC, tag, 0, &op.context);
+  });
+}
+
+template <typename PostCall>
+Operation* Endpoint::start(CompletionSink& sink, const void* buf, size_t bytes, uint64_t transfer,
+                           bool recv, PostCall&& postCall) {
   std::lock_guard lock(mutex_);
-  if (rxInFlight_ >= rxCapacity_) return nullptr;
-  ++rxInFlight_;
-  Operation* op = acquire(sink, bytes, transfer, true);
+  if ((recv ? rxInFlight_ : txInFlight_) >= (recv ? rxCapacity_ : txCapacity_)) return nullptr;
+  ++(recv ? rxInFlight_ : txInFlight_);
+  Operation* op = acquire(sink, bytes, transfer, recv);
   try {
-    void* desc = describeMemory(*op, buf, bytes, FI_RECV);
-    const ssize_t ret = fi_trecv(ep_, buf, bytes, desc, FI_ADDR_UNSPEC, tag, 0, &op->context);
+    void* desc = describeMemory(*op, buf, bytes, recv ? FI_RECV : FI_SEND);
+    const ssize_t ret = postCall(desc, *op);
     if (ret == 0) {
       sink.onStarted(*op);
       return op;
     }
     release(op);
     if (ret == -FI_EAGAIN) return nullptr;
-    failCall("fi_trecv", static_cast<int>(ret));
+    failCall(recv ? "fi_trecv" : "fi_tsend", static_cast<int>(ret));
   } catch (...) {
     if (op->sink) release(op);
     throw;

@@ -108,6 +108,11 @@ class Endpoint {
  private:
   void close();
   Operation* acquire(CompletionSink& sink, size_t bytes, uint64_t transfer, bool recv);
+  // startSend/startRecv's shared part: queue room, the operation, its memory
+  // descriptor, then `postCall(desc, op)` (fi_tsend or fi_trecv).
+  template <typename PostCall>
+  Operation* start(CompletionSink& sink, const void* buf, size_t bytes, uint64_t transfer,
+                   bool recv, PostCall&& postCall);
   void release(Operation* op);
   void* describeMemory(Operation& op, const void* buf, size_t bytes, uint64_t access);
   [[noreturn]] void failCall(const char* call, int ret) const;
