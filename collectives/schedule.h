@@ -150,6 +150,20 @@ Schedule ringReduceScatter(const CollectiveArgs& args);
 Schedule recursiveDoublingAllReduce(const CollectiveArgs& args);
 // Peers a rank exchanges with in recursiveDoublingAllReduce.
 std::vector<int> recursiveDoublingPeers(int rank, int nranks);
+// Rabenseifner (rabenseifner_allreduce.cc), for medium messages: recursive
+// halving reduce-scatter, then recursive doubling allgather, 2 log2(p) steps
+// moving 2(p-1)/p of the buffer. Same partners as recursive doubling
+// (recursiveDoublingPeers), same folding of the ranks beyond p. Chunked:
+// every reducing receive fits one staging slot.
+Schedule rabenseifnerAllReduce(const CollectiveArgs& args);
+// Bruck AllGather (bruck_allgather.cc), for small blocks: ceil(log2 n)
+// rounds, round k sending what the rank holds to rank - 2^k. Any n. Peers:
+// binomialPeers.
+Schedule bruckAllGather(const CollectiveArgs& args);
+// Barrier by dissemination (dissemination_barrier.cc): ceil(log2 n) rounds of
+// one byte, round k to rank + 2^k. Recv is the barrier buffer of n bytes.
+// Peers: binomialPeers.
+Schedule disseminationBarrier(const CollectiveArgs& args);
 
 // Which ranks share a host, for hierarchical algorithms: hosts[h] lists the
 // ranks of host h in ring order; every host has the same number of ranks.

@@ -1,5 +1,7 @@
 #include "comm/algorithm_choice.h"
 
+#include <initializer_list>
+#include <string>
 #include <utility>
 
 #include "core/error.h"
@@ -7,27 +9,35 @@
 
 namespace tidal {
 
+namespace {
+
+size_t readBytes(int rank, const char* name) {
+  const int64_t bytes = params::getInt(name);
+  if (bytes < 0) fail(tidalInvalidArgument, "rank {}: {}={} is negative", rank, name, bytes);
+  return static_cast<size_t>(bytes);
+}
+
+std::string readAlgorithm(int rank, const char* name, std::initializer_list<const char*> names) {
+  std::string value = params::getString(name);
+  std::string list;
+  for (const char* n : names) {
+    if (value == n) return value;
+    list += list.empty() ? n : std::string(", ") + n;
+  }
+  fail(tidalInvalidArgument, "rank {}: {}='{}' is not one of {}", rank, name, value, list);
+}
+
+}  // namespace
+
 AlgorithmChoice AlgorithmChoice::fromParams(int rank) {
   AlgorithmChoice c;
-  const int64_t rd = params::getInt("TIDAL_ALLREDUCE_RD_BYTES");
-  if (rd < 0)
-    fail(tidalInvalidArgument, "rank {}: TIDAL_ALLREDUCE_RD_BYTES={} is negative", rank, rd);
-  c.rdMaxBytes_ = static_cast<size_t>(rd);
-  c.allReduce_ = params::getString("TIDAL_ALLREDUCE_ALGO");
-  if (c.allReduce_ != "auto" && c.allReduce_ != "ring" && c.allReduce_ != "rd" &&
-      c.allReduce_ != "hier") {
-    fail(tidalInvalidArgument,
-         "rank {}: TIDAL_ALLREDUCE_ALGO='{}' is not one of auto, ring, rd, hier", rank,
-         c.allReduce_);
-  }
-  for (auto [name, value] : {std::pair{"TIDAL_ALLGATHER_ALGO", &c.allGather_},
-                             std::pair{"TIDAL_REDUCESCATTER_ALGO", &c.reduceScatter_}}) {
-    *value = params::getString(name);
-    if (*value != "auto" && *value != "ring" && *value != "hier") {
-      fail(tidalInvalidArgument, "rank {}: {}='{}' is not one of auto, ring, hier", rank, name,
-           *value);
-    }
-  }
+  c.rdMaxBytes_ = readBytes(rank, "TIDAL_ALLREDUCE_RD_BYTES");
+  c.rabenseifnerMaxBytes_ = readBytes(rank, "TIDAL_ALLREDUCE_RABENSEIFNER_BYTES");
+  c.bruckAllGatherMaxBytes_ = readBytes(rank, "TIDAL_ALLGATHER_BRUCK_BYTES");
+  c.allReduce_ =
+      readAlgorithm(rank, "TIDAL_ALLREDUCE_ALGO", {"auto", "ring", "rd", "hier", "rabenseifner"});
+  c.allGather_ = readAlgorithm(rank, "TIDAL_ALLGATHER_ALGO", {"auto", "ring", "hier", "bruck"});
+  c.reduceScatter_ = readAlgorithm(rank, "TIDAL_REDUCESCATTER_ALGO", {"auto", "ring", "hier"});
   c.allToAll_ = readFlatOrRounds(rank, "TIDAL_ALLTOALL_ALGO", "pairwise", "bruck",
                                  "TIDAL_ALLTOALL_BRUCK_BYTES");
   c.gather_ =
@@ -61,7 +71,7 @@ AlgorithmChoice::FlatOrRounds AlgorithmChoice::readFlatOrRounds(int rank, const 
   return c;
 }
 
-AlgorithmChoice::AllReduce AlgorithmChoice::allReduce(size_t bytes, size_t chunkBytes,
+AlgorithmChoice::AllReduce AlgorithmChoice::allReduce(size_t bytes, size_t chunkBytes, int nranks,
                                                       const coll::Topology& topology) const {
   // Recursive doubling sends the whole message in one staging slot, so it
   // must fit in a chunk.
@@ -71,8 +81,21 @@ AlgorithmChoice::AllReduce AlgorithmChoice::allReduce(size_t bytes, size_t chunk
   if (allReduce_ == "rd" && rdFits) return AllReduce::RecursiveDoubling;
   if (allReduce_ == "ring") return AllReduce::Ring;
   if (allReduce_ == "hier") return wide;
+  if (allReduce_ == "rabenseifner") return AllReduce::Rabenseifner;
   if (bytes <= rdMaxBytes_ && rdFits) return AllReduce::RecursiveDoubling;
+  if (wide == AllReduce::Ring && bytes <= rabenseifnerMaxBytes_ && nranks >= kLogStepsMinRanks)
+    return AllReduce::Rabenseifner;
   return wide;
+}
+
+AlgorithmChoice::AllGather AlgorithmChoice::allGather(size_t blockBytes, int nranks,
+                                                      const coll::Topology& topology) const {
+  if (allGather_ == "ring") return AllGather::Ring;
+  if (allGather_ == "bruck") return AllGather::Bruck;
+  if (topology.hierarchical()) return AllGather::Hierarchical;  // "hier" or auto
+  if (allGather_ == "auto" && blockBytes <= bruckAllGatherMaxBytes_ && nranks >= kLogStepsMinRanks)
+    return AllGather::Bruck;
+  return AllGather::Ring;
 }
 
 }  // namespace tidal

@@ -1,6 +1,7 @@
 // Which algorithm a collective runs: the rules, and the settings that steer
 // them (TIDAL_ALLREDUCE_ALGO, TIDAL_ALLGATHER_ALGO, TIDAL_REDUCESCATTER_ALGO,
-// TIDAL_ALLREDUCE_RD_BYTES, TIDAL_ALLTOALL_ALGO, TIDAL_ALLTOALL_BRUCK_BYTES,
+// TIDAL_ALLREDUCE_RD_BYTES, TIDAL_ALLREDUCE_RABENSEIFNER_BYTES,
+// TIDAL_ALLGATHER_BRUCK_BYTES, TIDAL_ALLTOALL_ALGO, TIDAL_ALLTOALL_BRUCK_BYTES,
 // TIDAL_GATHER_ALGO, TIDAL_GATHER_TREE_BYTES, TIDAL_SCATTER_ALGO,
 // TIDAL_SCATTER_TREE_BYTES, TIDAL_BROADCAST_ALGO, TIDAL_BROADCAST_TREE_BYTES,
 // TIDAL_REDUCE_ALGO, TIDAL_REDUCE_TREE_BYTES), read and checked once per
@@ -9,7 +10,12 @@
 // The rules are the default tuning: recursive doubling for AllReduce up to
 // TIDAL_ALLREDUCE_RD_BYTES (it must also fit one staging slot: it sends the
 // whole buffer at once), the hierarchical schedules when ranks span equal
-// hosts, else the ring. AllToAll, Gather and Scatter take their log2(n)-round
+// hosts, then Rabenseifner up to TIDAL_ALLREDUCE_RABENSEIFNER_BYTES from
+// kLogStepsMinRanks ranks, else the ring. AllGather: the hierarchical
+// schedule when ranks span equal hosts, Bruck for blocks up to
+// TIDAL_ALLGATHER_BRUCK_BYTES from kLogStepsMinRanks ranks, else the ring.
+// (Below 4 ranks the log-step schedules take as many steps as the ring, or
+// one more to fold a third rank in.) AllToAll, Gather and Scatter take their log2(n)-round
 // schedules (Bruck, binomial tree) for blocks up to their *_BYTES setting, and
 // only from kLogRoundsMinRanks ranks: they save message start-ups at the price
 // of dependent rounds, and with the ranks of one host the start-ups of
@@ -31,7 +37,11 @@ namespace tidal {
 
 class AlgorithmChoice {
  public:
-  enum class AllReduce { Ring, RecursiveDoubling, Hierarchical };
+  enum class AllReduce { Ring, RecursiveDoubling, Hierarchical, Rabenseifner };
+  enum class AllGather { Ring, Hierarchical, Bruck };
+  // Under auto, fewer ranks keep the ring for AllReduce (beyond recursive
+  // doubling) and AllGather.
+  static constexpr int kLogStepsMinRanks = 4;
   // Under auto, fewer ranks keep pairwise AllToAll and direct Gather/Scatter.
   static constexpr int kLogRoundsMinRanks = 16;
   // Under auto, fewer ranks keep the chain Broadcast and Reduce.
@@ -41,10 +51,10 @@ class AlgorithmChoice {
   // variable, its value and the rank.
   static AlgorithmChoice fromParams(int rank);
 
-  AllReduce allReduce(size_t bytes, size_t chunkBytes, const coll::Topology& topology) const;
-  bool hierarchicalAllGather(const coll::Topology& topology) const {
-    return allGather_ != "ring" && topology.hierarchical();
-  }
+  AllReduce allReduce(size_t bytes, size_t chunkBytes, int nranks,
+                      const coll::Topology& topology) const;
+  // Block bytes: what each rank contributes.
+  AllGather allGather(size_t blockBytes, int nranks, const coll::Topology& topology) const;
   bool hierarchicalReduceScatter(const coll::Topology& topology) const {
     return reduceScatter_ != "ring" && topology.hierarchical();
   }
@@ -79,6 +89,8 @@ class AlgorithmChoice {
                                        int minRanks = kLogRoundsMinRanks);
 
   size_t rdMaxBytes_ = 0;
+  size_t rabenseifnerMaxBytes_ = 0;
+  size_t bruckAllGatherMaxBytes_ = 0;
   std::string allReduce_ = "auto";
   std::string allGather_ = "auto";
   std::string reduceScatter_ = "auto";

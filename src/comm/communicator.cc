@@ -352,7 +352,9 @@ enum Collective : int {
   kGatherTree,
   kScatterTree,
   kBroadcastTree,
-  kReduceTree
+  kReduceTree,
+  kAllReduceRabenseifner,
+  kAllGatherBruck
 };
 
 void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
@@ -361,7 +363,8 @@ void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
   const auto key = [&](int collective) {
     return ScheduleCache::Key{collective, count, type, op, 0, a.inPlace};
   };
-  switch (algorithms_.allReduce(count * typeSize(type), engine_->options().chunkBytes, topology_)) {
+  switch (algorithms_.allReduce(count * typeSize(type), engine_->options().chunkBytes, nranks_,
+                                topology_)) {
     case AlgorithmChoice::AllReduce::RecursiveDoubling:
       execute("AllReduce", sign(CallKind::AllReduce, count, type, op, CallSignature::kNone),
               key(kAllReduceRecursiveDoubling), sendbuff, recvbuff, memory,
@@ -371,6 +374,11 @@ void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
       execute("AllReduce", sign(CallKind::AllReduce, count, type, op, CallSignature::kNone),
               key(kAllReduceHierarchical), sendbuff, recvbuff, memory,
               [&] { return coll::hierarchicalAllReduce(a, topology_); });
+      break;
+    case AlgorithmChoice::AllReduce::Rabenseifner:
+      execute("AllReduce", sign(CallKind::AllReduce, count, type, op, CallSignature::kNone),
+              key(kAllReduceRabenseifner), sendbuff, recvbuff, memory,
+              [&] { return coll::rabenseifnerAllReduce(a); });
       break;
     case AlgorithmChoice::AllReduce::Ring:
       execute("AllReduce", sign(CallKind::AllReduce, count, type, op, CallSignature::kNone),
@@ -385,17 +393,25 @@ void Communicator::allGather(const void* sendbuff, void* recvbuff, size_t sendco
   const char* mySlot =
       static_cast<const char*>(recvbuff) + static_cast<size_t>(rank_) * sendcount * typeSize(type);
   const auto a = args(sendcount, type, tidalSum, 0, sendbuff == mySlot);
-  if (algorithms_.hierarchicalAllGather(topology_)) {
-    execute("AllGather",
-            sign(CallKind::AllGather, sendcount, type, CallSignature::kNone, CallSignature::kNone),
-            {kAllGatherHierarchical, sendcount, type, tidalSum, 0, a.inPlace}, sendbuff, recvbuff,
-            memory, [&] { return coll::hierarchicalAllGather(a, topology_); });
-    return;
+  const auto signature =
+      sign(CallKind::AllGather, sendcount, type, CallSignature::kNone, CallSignature::kNone);
+  const auto key = [&](int collective) {
+    return ScheduleCache::Key{collective, sendcount, type, tidalSum, 0, a.inPlace};
+  };
+  switch (algorithms_.allGather(sendcount * typeSize(type), nranks_, topology_)) {
+    case AlgorithmChoice::AllGather::Hierarchical:
+      execute("AllGather", signature, key(kAllGatherHierarchical), sendbuff, recvbuff, memory,
+              [&] { return coll::hierarchicalAllGather(a, topology_); });
+      break;
+    case AlgorithmChoice::AllGather::Bruck:
+      execute("AllGather", signature, key(kAllGatherBruck), sendbuff, recvbuff, memory,
+              [&] { return coll::bruckAllGather(a); });
+      break;
+    case AlgorithmChoice::AllGather::Ring:
+      execute("AllGather", signature, key(kAllGather), sendbuff, recvbuff, memory,
+              [&] { return coll::ringAllGather(a); });
+      break;
   }
-  execute("AllGather",
-          sign(CallKind::AllGather, sendcount, type, CallSignature::kNone, CallSignature::kNone),
-          {kAllGather, sendcount, type, tidalSum, 0, a.inPlace}, sendbuff, recvbuff, memory,
-          [&] { return coll::ringAllGather(a); });
 }
 
 void Communicator::reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
@@ -435,20 +451,18 @@ void Communicator::reduce(const void* sendbuff, void* recvbuff, size_t count, ti
 }
 
 void Communicator::barrier(const CallMemory& memory) {
-  // An AllReduce of one byte per rank: every exchange carries data, so no
-  // rank leaves before every rank has arrived. Ordered on a stream, the
-  // bytes are the device path's.
+  // Dissemination: ceil(log2 n) rounds of one byte, each waiting for the
+  // last, so no rank leaves before every rank has arrived. The bytes (one per
+  // rank, of which the schedule uses 1 + ceil(log2 n)) carry nothing; ordered
+  // on a stream, they are the device path's.
   const auto a = args(barrierBuffer_.size(), tidalUint8, tidalMax, 0, true);
   void* bytes = barrierBuffer_.data();
   if (memory.kind == MemoryKind::Cuda && device_) bytes = device_->barrierBuffer();
-  // Recursive doubling sends the whole buffer in one staging slot: with more
-  // ranks than a chunk has bytes, the ring keeps each transfer within a slot.
-  const bool fits = a.count <= engine_->options().chunkBytes;
   execute(
       "Barrier",
       sign(CallKind::Barrier, 0, CallSignature::kNone, CallSignature::kNone, CallSignature::kNone),
-      {kBarrier, a.count, a.type, a.op, fits ? 0 : 1, true}, bytes, bytes, memory,
-      [&] { return fits ? coll::recursiveDoublingAllReduce(a) : coll::ringAllReduce(a); });
+      {kBarrier, a.count, a.type, a.op, 0, true}, bytes, bytes, memory,
+      [&] { return coll::disseminationBarrier(a); });
 }
 
 void Communicator::allToAll(const void* sendbuff, void* recvbuff, size_t count,

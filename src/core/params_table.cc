@@ -84,14 +84,22 @@ const std::vector<Definition>& definitions() {
       {"TIDAL_CHUNK_SIZE", Kind::Int, "524288",
        "Pipeline chunk in bytes: ring steps are cut into chunks so send, recv, reduce overlap."},
       {"TIDAL_ALLREDUCE_ALGO", Kind::String, "auto",
-       "AllReduce algorithm: auto, ring, rd (recursive doubling), hier (hierarchical by host)."},
+       "AllReduce algorithm: auto, ring, rd (recursive doubling), hier (hierarchical by host), "
+       "rabenseifner (recursive halving, then doubling)."},
       {"TIDAL_ALLGATHER_ALGO", Kind::String, "auto",
-       "AllGather algorithm: auto (hier when ranks span equal hosts, else ring), ring, hier."},
+       "AllGather algorithm: auto (hier when ranks span equal hosts, bruck for small blocks, else "
+       "ring), ring, hier, bruck (log2 n rounds)."},
       {"TIDAL_REDUCESCATTER_ALGO", Kind::String, "auto",
        "ReduceScatter algorithm: auto (hier when ranks span equal hosts, else ring), ring, hier."},
       {"TIDAL_ALLREDUCE_RD_BYTES", Kind::Int, "65536",
        "AllReduce of at most this many bytes uses recursive doubling (latency) instead of the "
        "ring."},
+      {"TIDAL_ALLREDUCE_RABENSEIFNER_BYTES", Kind::Int, "1048576",
+       "AllReduce above TIDAL_ALLREDUCE_RD_BYTES and up to this many bytes uses Rabenseifner "
+       "(auto, from 4 ranks, one host or uneven hosts)."},
+      {"TIDAL_ALLGATHER_BRUCK_BYTES", Kind::Int, "8192",
+       "AllGather of at most this many bytes per rank uses Bruck (auto, from 4 ranks, one host "
+       "or uneven hosts)."},
       {"TIDAL_ALLTOALL_ALGO", Kind::String, "auto",
        "AllToAll algorithm: auto, pairwise (staggered exchange), bruck (log2 n rounds)."},
       {"TIDAL_ALLTOALL_BRUCK_BYTES", Kind::Int, "1024",

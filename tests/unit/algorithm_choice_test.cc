@@ -1,8 +1,11 @@
-// The rules and settings that pick AllToAll, Gather, Scatter, Broadcast and
-// Reduce algorithms (src/comm/algorithm_choice.h).
+// The rules and settings that pick AllReduce, AllGather, AllToAll, Gather,
+// Scatter, Broadcast and Reduce algorithms (src/comm/algorithm_choice.h).
 #include "comm/algorithm_choice.h"
 
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "scoped_env.h"
@@ -89,18 +92,87 @@ TEST(AlgorithmChoice, BroadcastAndReduceTakeTheTreeForSmallMessagesFromThreeRank
   EXPECT_TRUE(c.treeReduce(size_t{1} << 30, 1));
 }
 
+using AR = AlgorithmChoice::AllReduce;
+using AG = AlgorithmChoice::AllGather;
+
+// One host of n ranks, and h hosts of 2.
+coll::Topology flat(int n) {
+  return coll::Topology::fromHostKeys(std::vector<std::string>(n, "a"), 0);
+}
+coll::Topology hosts(int h) {
+  std::vector<std::string> keys;
+  for (int r = 0; r < 2 * h; ++r) keys.push_back("h" + std::to_string(r / 2));
+  return coll::Topology::fromHostKeys(keys, 0);
+}
+
+TEST(AlgorithmChoice, AllReduceByDefaultGoesRecursiveDoublingThenRabenseifnerThenRing) {
+  const AlgorithmChoice c = AlgorithmChoice::fromParams(0);
+  constexpr size_t kChunk = 524288;
+  constexpr int kMin = AlgorithmChoice::kLogStepsMinRanks;
+  EXPECT_EQ(c.allReduce(65536, kChunk, kMin, flat(kMin)), AR::RecursiveDoubling);
+  EXPECT_EQ(c.allReduce(65537, kChunk, kMin, flat(kMin)), AR::Rabenseifner);
+  EXPECT_EQ(c.allReduce(1048576, kChunk, 9, flat(9)), AR::Rabenseifner);
+  EXPECT_EQ(c.allReduce(1048577, kChunk, kMin, flat(kMin)), AR::Ring);
+  EXPECT_EQ(c.allReduce(65537, kChunk, kMin - 1, flat(kMin - 1)), AR::Ring);
+  // Across equal hosts the hierarchy comes first.
+  EXPECT_EQ(c.allReduce(65537, kChunk, 8, hosts(4)), AR::Hierarchical);
+  EXPECT_EQ(c.allReduce(8, kChunk, 8, hosts(4)), AR::RecursiveDoubling);
+  // Recursive doubling sends the whole buffer in one slot.
+  EXPECT_EQ(c.allReduce(65536, 4096, kMin, flat(kMin)), AR::Rabenseifner);
+}
+
+TEST(AlgorithmChoice, AllGatherByDefaultTakesBruckForSmallBlocksFromFourRanks) {
+  const AlgorithmChoice c = AlgorithmChoice::fromParams(0);
+  constexpr int kMin = AlgorithmChoice::kLogStepsMinRanks;
+  EXPECT_EQ(c.allGather(8192, kMin, flat(kMin)), AG::Bruck);
+  EXPECT_EQ(c.allGather(8193, kMin, flat(kMin)), AG::Ring);
+  EXPECT_EQ(c.allGather(8, kMin - 1, flat(kMin - 1)), AG::Ring);
+  EXPECT_EQ(c.allGather(8, 8, hosts(4)), AG::Hierarchical);
+}
+
+TEST(AlgorithmChoice, AllReduceAndAllGatherSettingsMoveOrForceTheChoice) {
+  {
+    ScopedEnv rab("TIDAL_ALLREDUCE_RABENSEIFNER_BYTES", "100000");
+    ScopedEnv bruck("TIDAL_ALLGATHER_BRUCK_BYTES", "0");
+    const AlgorithmChoice c = AlgorithmChoice::fromParams(0);
+    EXPECT_EQ(c.allReduce(100000, 524288, 4, flat(4)), AR::Rabenseifner);
+    EXPECT_EQ(c.allReduce(100001, 524288, 4, flat(4)), AR::Ring);
+    EXPECT_EQ(c.allGather(0, 4, flat(4)), AG::Bruck);
+    EXPECT_EQ(c.allGather(1, 4, flat(4)), AG::Ring);
+  }
+  {
+    ScopedEnv ar("TIDAL_ALLREDUCE_ALGO", "rabenseifner");
+    ScopedEnv ag("TIDAL_ALLGATHER_ALGO", "bruck");
+    const AlgorithmChoice c = AlgorithmChoice::fromParams(0);
+    EXPECT_EQ(c.allReduce(8, 524288, 2, flat(2)), AR::Rabenseifner);
+    EXPECT_EQ(c.allReduce(size_t{1} << 30, 524288, 8, hosts(4)), AR::Rabenseifner);
+    EXPECT_EQ(c.allGather(size_t{1} << 30, 2, hosts(1)), AG::Bruck);
+    EXPECT_EQ(c.allGather(8, 8, hosts(4)), AG::Bruck);
+  }
+  ScopedEnv ag("TIDAL_ALLGATHER_ALGO", "ring");
+  EXPECT_EQ(AlgorithmChoice::fromParams(0).allGather(8, 8, flat(8)), AG::Ring);
+  ScopedEnv hier("TIDAL_ALLGATHER_ALGO", "hier");
+  EXPECT_EQ(AlgorithmChoice::fromParams(0).allGather(8, 8, flat(8)), AG::Ring);
+  EXPECT_EQ(AlgorithmChoice::fromParams(0).allGather(1 << 20, 8, hosts(4)), AG::Hierarchical);
+}
+
 TEST(AlgorithmChoice, BadSettingsNameVariableValueAndRank) {
-  for (const auto& [name, value] :
-       std::vector<std::pair<const char*, const char*>>{{"TIDAL_ALLTOALL_ALGO", "tree"},
-                                                        {"TIDAL_GATHER_ALGO", "bruck"},
-                                                        {"TIDAL_SCATTER_ALGO", "ring"},
-                                                        {"TIDAL_ALLTOALL_BRUCK_BYTES", "-1"},
-                                                        {"TIDAL_GATHER_TREE_BYTES", "-5"},
-                                                        {"TIDAL_SCATTER_TREE_BYTES", "-7"},
-                                                        {"TIDAL_BROADCAST_ALGO", "ring"},
-                                                        {"TIDAL_REDUCE_ALGO", "direct"},
-                                                        {"TIDAL_BROADCAST_TREE_BYTES", "-2"},
-                                                        {"TIDAL_REDUCE_TREE_BYTES", "-3"}}) {
+  for (const auto& [name, value] : std::vector<std::pair<const char*, const char*>>{
+           {"TIDAL_ALLREDUCE_ALGO", "bruck"},
+           {"TIDAL_ALLGATHER_ALGO", "rd"},
+           {"TIDAL_REDUCESCATTER_ALGO", "bruck"},
+           {"TIDAL_ALLREDUCE_RABENSEIFNER_BYTES", "-4"},
+           {"TIDAL_ALLGATHER_BRUCK_BYTES", "-6"},
+           {"TIDAL_ALLTOALL_ALGO", "tree"},
+           {"TIDAL_GATHER_ALGO", "bruck"},
+           {"TIDAL_SCATTER_ALGO", "ring"},
+           {"TIDAL_ALLTOALL_BRUCK_BYTES", "-1"},
+           {"TIDAL_GATHER_TREE_BYTES", "-5"},
+           {"TIDAL_SCATTER_TREE_BYTES", "-7"},
+           {"TIDAL_BROADCAST_ALGO", "ring"},
+           {"TIDAL_REDUCE_ALGO", "direct"},
+           {"TIDAL_BROADCAST_TREE_BYTES", "-2"},
+           {"TIDAL_REDUCE_TREE_BYTES", "-3"}}) {
     ScopedEnv bad(name, value);
     try {
       AlgorithmChoice::fromParams(3);

@@ -343,6 +343,168 @@ TEST(BinomialTrees, EachNonRootReceivesOrSendsEachChunkOnceAndTheRootTalksToLog2
   }
 }
 
+// Rabenseifner AllReduce and Bruck AllGather at every rank count up to 9 and
+// past powers of two, in place and not, with both landings, every op the
+// engine applies differently (avg: divisor).
+class LogDepth : public ::testing::TestWithParam<std::tuple<int, size_t, size_t, tidalRedOp_t>> {};
+
+// Every peer a schedule names must be one the communicator connects at init.
+void expectPeersAmong(const Schedule& s, const std::vector<int>& peers, int rank) {
+  for (const auto& op : s.sends)
+    EXPECT_NE(std::find(peers.begin(), peers.end(), op.peer), peers.end()) << "rank " << rank;
+  for (const auto& op : s.recvs)
+    EXPECT_NE(std::find(peers.begin(), peers.end(), op.peer), peers.end()) << "rank " << rank;
+}
+
+TEST_P(LogDepth, RabenseifnerAllReduceIsExact) {
+  const auto [n, count, chunk, op] = GetParam();
+  for (const bool inPlace : {false, true}) {
+    for (const Landing landing : {Landing::OnArrival, Landing::OnCompletion}) {
+      std::vector<RankState> ranks(static_cast<size_t>(n));
+      for (int r = 0; r < n; ++r) {
+        CollectiveArgs a = argsFor(r, n, count, op, 0, chunk);
+        a.inPlace = inPlace;
+        ranks[r].schedule = rabenseifnerAllReduce(a);
+        for (const auto& recv : ranks[r].schedule.recvs) {
+          if (recv.reduce) {
+            EXPECT_LE(recv.bytes, std::max<size_t>(chunk, 4)) << "> a slot";
+          }
+        }
+        expectPeersAmong(ranks[r].schedule, recursiveDoublingPeers(r, n), r);
+        ranks[r].send.resize(count * 4);
+        for (size_t i = 0; i < count; ++i)
+          reinterpret_cast<int32_t*>(ranks[r].send.data())[i] = value(r, i);
+        ranks[r].recv.assign(count * 4, 0);
+        if (inPlace) {
+          ranks[r].recv = ranks[r].send;
+          ranks[r].sendAt = ranks[r].recv.data();
+        }
+      }
+      ASSERT_TRUE(simulate(ranks, landing)) << "in place " << inPlace;
+      for (size_t i = 0; i < count; ++i) {
+        int64_t sum = 0;
+        int32_t max = value(0, i);
+        for (int k = 0; k < n; ++k) {
+          sum += value(k, i);
+          max = std::max(max, value(k, i));
+        }
+        const auto want = static_cast<int32_t>(op == tidalMax   ? max
+                                               : op == tidalAvg ? sum / n
+                                                                : sum);
+        for (int r = 0; r < n; ++r) {
+          ASSERT_EQ(reinterpret_cast<int32_t*>(ranks[r].recv.data())[i], want)
+              << "rank " << r << " i " << i << " in place " << inPlace;
+        }
+      }
+    }
+  }
+}
+
+class BruckAllGather : public ::testing::TestWithParam<std::tuple<int, size_t, size_t>> {};
+
+TEST_P(BruckAllGather, CollectsEveryBlockInPlaceOrNot) {
+  const auto [n, count, chunk] = GetParam();
+  expectAllGatherBlocks(bruckAllGather, n, count, chunk);
+  // In place: each rank's block is already at its place in recvbuff.
+  for (const Landing landing : {Landing::OnArrival, Landing::OnCompletion}) {
+    std::vector<RankState> ranks(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      CollectiveArgs a = argsFor(r, n, count, tidalSum, 0, chunk);
+      a.inPlace = true;
+      ranks[r].schedule = bruckAllGather(a);
+      expectPeersAmong(ranks[r].schedule, binomialPeers(r, n), r);
+      ranks[r].recv.assign(count * 4 * static_cast<size_t>(n), 0);
+      for (size_t i = 0; i < count; ++i)
+        reinterpret_cast<int32_t*>(ranks[r].recv.data())[static_cast<size_t>(r) * count + i] =
+            value(r, i);
+      ranks[r].sendAt = ranks[r].recv.data() + static_cast<size_t>(r) * count * 4;
+    }
+    ASSERT_TRUE(simulate(ranks, landing));
+    for (int r = 0; r < n; ++r) {
+      for (size_t i = 0; i < count * static_cast<size_t>(n); ++i) {
+        ASSERT_EQ(reinterpret_cast<int32_t*>(ranks[r].recv.data())[i],
+                  value(static_cast<int>(i / count), i % count))
+            << "rank " << r << " element " << i;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(RanksCountsChunksOps, LogDepth,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17),
+                                            ::testing::Values(0, 1, 7, 1000),
+                                            ::testing::Values(4, 64, 4096),
+                                            ::testing::Values(tidalSum, tidalMax, tidalAvg)));
+INSTANTIATE_TEST_SUITE_P(RanksCountsChunks, BruckAllGather,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17),
+                                            ::testing::Values(0, 1, 7, 1000),
+                                            ::testing::Values(4, 64, 4096)));
+
+// Which ranks each rank has heard from, directly or through others, once its
+// last receive has completed: a send carries what its rank had heard when
+// the receive it waits for completed (only itself, when it waits for none),
+// and messages match in order per (sender, receiver).
+std::vector<std::set<int>> heardFrom(const std::vector<Schedule>& ss) {
+  const int n = static_cast<int>(ss.size());
+  std::map<std::pair<int, int>, std::vector<size_t>> sendsTo;  // (from, to) -> sends
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < ss[r].sends.size(); ++i) sendsTo[{r, ss[r].sends[i].peer}].push_back(i);
+  std::map<std::pair<int, int64_t>, std::set<int>> memo;  // (rank, receive) -> heard after it
+  std::function<std::set<int>(int, int64_t)> after = [&](int r, int64_t recv) {
+    if (recv < 0) return std::set<int>{r};
+    if (auto it = memo.find({r, recv}); it != memo.end()) return it->second;
+    std::set<int> out = after(r, recv - 1);
+    const int from = ss[r].recvs[static_cast<size_t>(recv)].peer;
+    size_t k = 0;  // which receive from `from` this is
+    for (int64_t j = 0; j < recv; ++j) k += ss[r].recvs[static_cast<size_t>(j)].peer == from;
+    const auto& sends = sendsTo[{from, r}];
+    EXPECT_LT(k, sends.size()) << "rank " << r << " receives more than rank " << from << " sends";
+    if (k < sends.size()) {
+      const auto heard = after(from, ss[from].sends[sends[k]].afterRecv);
+      out.insert(heard.begin(), heard.end());
+    }
+    memo[{r, recv}] = out;
+    return out;
+  };
+  std::vector<std::set<int>> out;
+  for (int r = 0; r < n; ++r) out.push_back(after(r, static_cast<int64_t>(ss[r].recvs.size()) - 1));
+  return out;
+}
+
+TEST(DisseminationBarrier, EveryRankHearsFromEveryRankInCeilLog2Rounds) {
+  for (int n = 1; n <= 33; ++n) {
+    std::vector<Schedule> ss;
+    std::set<int> everyone;
+    for (int r = 0; r < n; ++r) {
+      ss.push_back(disseminationBarrier(argsFor(r, n, static_cast<size_t>(n), tidalMax, 0, 64)));
+      everyone.insert(r);
+      expectPeersAmong(ss.back(), binomialPeers(r, n), r);
+      for (const auto& recv : ss.back().recvs) EXPECT_LT(recv.dst.offset, static_cast<size_t>(n));
+    }
+    const auto heard = heardFrom(ss);
+    for (int r = 0; r < n; ++r) EXPECT_EQ(heard[r], everyone) << "n " << n << " rank " << r;
+    EXPECT_EQ(stepsToFinish(ss), ceilLog2(n)) << "n " << n;
+  }
+}
+
+TEST(LogDepth, OneMessagePerStepTakesLogRoundsAgainstTheRingsLinearSteps) {
+  for (int n = 2; n <= 17; ++n) {
+    std::vector<Schedule> bruck, ring, rab;
+    const int p = 1 << (ceilLog2(n + 1) - 1);  // largest power of two <= n
+    for (int r = 0; r < n; ++r) {
+      // One chunk per message: 1 element a block for AllGather; for
+      // AllReduce a chunk as large as the whole buffer of n elements.
+      bruck.push_back(bruckAllGather(argsFor(r, n, 1, tidalSum, 0, 4096)));
+      ring.push_back(ringAllGather(argsFor(r, n, 1, tidalSum, 0, 4096)));
+      rab.push_back(
+          rabenseifnerAllReduce(argsFor(r, n, static_cast<size_t>(n), tidalSum, 0, 4096)));
+    }
+    EXPECT_EQ(stepsToFinish(bruck), ceilLog2(n)) << "Bruck n " << n;
+    EXPECT_EQ(stepsToFinish(ring), n - 1) << "ring n " << n;
+    EXPECT_EQ(stepsToFinish(rab), 2 * ceilLog2(p) + (n == p ? 0 : 2)) << "Rabenseifner n " << n;
+  }
+}
+
 class Hierarchy : public ::testing::TestWithParam<std::tuple<int, int, size_t, tidalRedOp_t>> {};
 
 // Wraps a hierarchical builder: ranks interleaved over hosts (so host order is
