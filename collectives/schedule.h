@@ -156,6 +156,11 @@ std::vector<int> recursiveDoublingPeers(int rank, int nranks);
 // (recursiveDoublingPeers), same folding of the ranks beyond p. Chunked:
 // every reducing receive fits one staging slot.
 Schedule rabenseifnerAllReduce(const CollectiveArgs& args);
+// Double binary tree (double_binary_tree.cc): half the buffer reduced up and
+// broadcast down each of two complementary binary trees, pipelined in chunks:
+// about chunks + 2 log2(n) chunk times. Any n. Peers: doubleBinaryTreePeers
+// (double_binary_tree.h).
+Schedule doubleBinaryTreeAllReduce(const CollectiveArgs& args);
 // Bruck AllGather (bruck_allgather.cc), for small blocks: ceil(log2 n)
 // rounds, round k sending what the rank holds to rank - 2^k. Any n. Peers:
 // binomialPeers.

@@ -34,8 +34,8 @@ AlgorithmChoice AlgorithmChoice::fromParams(int rank) {
   c.rdMaxBytes_ = readBytes(rank, "TIDAL_ALLREDUCE_RD_BYTES");
   c.rabenseifnerMaxBytes_ = readBytes(rank, "TIDAL_ALLREDUCE_RABENSEIFNER_BYTES");
   c.bruckAllGatherMaxBytes_ = readBytes(rank, "TIDAL_ALLGATHER_BRUCK_BYTES");
-  c.allReduce_ =
-      readAlgorithm(rank, "TIDAL_ALLREDUCE_ALGO", {"auto", "ring", "rd", "hier", "rabenseifner"});
+  c.allReduce_ = readAlgorithm(rank, "TIDAL_ALLREDUCE_ALGO",
+                               {"auto", "ring", "rd", "hier", "rabenseifner", "tree"});
   c.allGather_ = readAlgorithm(rank, "TIDAL_ALLGATHER_ALGO", {"auto", "ring", "hier", "bruck"});
   c.reduceScatter_ = readAlgorithm(rank, "TIDAL_REDUCESCATTER_ALGO", {"auto", "ring", "hier"});
   c.allToAll_ = readFlatOrRounds(rank, "TIDAL_ALLTOALL_ALGO", "pairwise", "bruck",
@@ -82,6 +82,7 @@ AlgorithmChoice::AllReduce AlgorithmChoice::allReduce(size_t bytes, size_t chunk
   if (allReduce_ == "ring") return AllReduce::Ring;
   if (allReduce_ == "hier") return wide;
   if (allReduce_ == "rabenseifner") return AllReduce::Rabenseifner;
+  if (allReduce_ == "tree") return AllReduce::DoubleBinaryTree;
   if (bytes <= rdMaxBytes_ && rdFits) return AllReduce::RecursiveDoubling;
   if (wide == AllReduce::Ring && bytes <= rabenseifnerMaxBytes_ && nranks >= kLogStepsMinRanks)
     return AllReduce::Rabenseifner;

@@ -15,7 +15,10 @@
 // schedule when ranks span equal hosts, Bruck for blocks up to
 // TIDAL_ALLGATHER_BRUCK_BYTES from kLogStepsMinRanks ranks, else the ring.
 // (Below 4 ranks the log-step schedules take as many steps as the ring, or
-// one more to fold a third rank in.) AllToAll, Gather and Scatter take their log2(n)-round
+// one more to fold a third rank in.) The double binary tree AllReduce is
+// only taken when forced (TIDAL_ALLREDUCE_ALGO=tree): on this project's
+// machines it has not been measured faster than the ring, and choosing it
+// by rank count and size is the tuner's job. AllToAll, Gather and Scatter take their log2(n)-round
 // schedules (Bruck, binomial tree) for blocks up to their *_BYTES setting, and
 // only from kLogRoundsMinRanks ranks: they save message start-ups at the price
 // of dependent rounds, and with the ranks of one host the start-ups of
@@ -37,7 +40,7 @@ namespace tidal {
 
 class AlgorithmChoice {
  public:
-  enum class AllReduce { Ring, RecursiveDoubling, Hierarchical, Rabenseifner };
+  enum class AllReduce { Ring, RecursiveDoubling, Hierarchical, Rabenseifner, DoubleBinaryTree };
   enum class AllGather { Ring, Hierarchical, Bruck };
   // Under auto, fewer ranks keep the ring for AllReduce (beyond recursive
   // doubling) and AllGather.

@@ -354,7 +354,8 @@ enum Collective : int {
   kBroadcastTree,
   kReduceTree,
   kAllReduceRabenseifner,
-  kAllGatherBruck
+  kAllGatherBruck,
+  kAllReduceDoubleBinaryTree
 };
 
 void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
@@ -379,6 +380,11 @@ void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
       execute("AllReduce", sign(CallKind::AllReduce, count, type, op, CallSignature::kNone),
               key(kAllReduceRabenseifner), sendbuff, recvbuff, memory,
               [&] { return coll::rabenseifnerAllReduce(a); });
+      break;
+    case AlgorithmChoice::AllReduce::DoubleBinaryTree:
+      execute("AllReduce", sign(CallKind::AllReduce, count, type, op, CallSignature::kNone),
+              key(kAllReduceDoubleBinaryTree), sendbuff, recvbuff, memory,
+              [&] { return coll::doubleBinaryTreeAllReduce(a); });
       break;
     case AlgorithmChoice::AllReduce::Ring:
       execute("AllReduce", sign(CallKind::AllReduce, count, type, op, CallSignature::kNone),

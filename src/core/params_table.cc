@@ -85,7 +85,7 @@ const std::vector<Definition>& definitions() {
        "Pipeline chunk in bytes: ring steps are cut into chunks so send, recv, reduce overlap."},
       {"TIDAL_ALLREDUCE_ALGO", Kind::String, "auto",
        "AllReduce algorithm: auto, ring, rd (recursive doubling), hier (hierarchical by host), "
-       "rabenseifner (recursive halving, then doubling)."},
+       "rabenseifner (recursive halving, then doubling), tree (double binary tree)."},
       {"TIDAL_ALLGATHER_ALGO", Kind::String, "auto",
        "AllGather algorithm: auto (hier when ranks span equal hosts, bruck for small blocks, else "
        "ring), ring, hier, bruck (log2 n rounds)."},

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <string>
@@ -76,6 +77,13 @@ struct ForkedJob {
     }
     for (size_t i = 0; i < pids.size(); ++i) {
       if (!done[i]) {
+        // Say where it hung before it goes: a rank past the deadline is the
+        // bug these tests exist to find, and it may not come back on a rerun.
+        std::fprintf(stderr, "rank %zu (pid %d) still runs after %lld s; its stacks:\n", i,
+                     static_cast<int>(pids[i]), static_cast<long long>(limit.count()));
+        const std::string gdb = "gdb -p " + std::to_string(pids[i]) +
+                                " -batch -ex 'thread apply all bt' 1>&2 2>/dev/null";
+        if (std::system(gdb.c_str()) != 0) std::fprintf(stderr, "(no gdb stacks)\n");
         ::kill(pids[i], SIGKILL);
         ::waitpid(pids[i], nullptr, 0);
       }

@@ -149,6 +149,12 @@ TEST(AlgorithmChoice, AllReduceAndAllGatherSettingsMoveOrForceTheChoice) {
     EXPECT_EQ(c.allGather(size_t{1} << 30, 2, hosts(1)), AG::Bruck);
     EXPECT_EQ(c.allGather(8, 8, hosts(4)), AG::Bruck);
   }
+  {
+    ScopedEnv ar("TIDAL_ALLREDUCE_ALGO", "tree");
+    const AlgorithmChoice c = AlgorithmChoice::fromParams(0);
+    EXPECT_EQ(c.allReduce(8, 524288, 2, flat(2)), AR::DoubleBinaryTree);
+    EXPECT_EQ(c.allReduce(size_t{1} << 30, 524288, 8, hosts(4)), AR::DoubleBinaryTree);
+  }
   ScopedEnv ag("TIDAL_ALLGATHER_ALGO", "ring");
   EXPECT_EQ(AlgorithmChoice::fromParams(0).allGather(8, 8, flat(8)), AG::Ring);
   ScopedEnv hier("TIDAL_ALLGATHER_ALGO", "hier");

@@ -9,6 +9,7 @@
 #include <set>
 #include <vector>
 
+#include "collectives/double_binary_tree.h"
 #include "collectives/schedule.h"
 #include "schedule_simulator.h"
 
@@ -25,6 +26,17 @@ CollectiveArgs argsFor(int rank, int n, size_t count, tidalRedOp_t op, int root,
 
 // Rank r's element i.
 int32_t value(int r, size_t i) { return static_cast<int32_t>((r + 1) * 1000 + i % 997); }
+
+// Element i of every rank's input reduced with op (avg: the truncated mean).
+int32_t reduced(tidalRedOp_t op, int n, size_t i) {
+  int64_t sum = 0;
+  int32_t max = value(0, i);
+  for (int k = 0; k < n; ++k) {
+    sum += value(k, i);
+    max = std::max(max, value(k, i));
+  }
+  return static_cast<int32_t>(op == tidalMax ? max : op == tidalAvg ? sum / n : sum);
+}
 
 class Schedules : public ::testing::TestWithParam<std::tuple<int, size_t, size_t>> {};
 
@@ -43,14 +55,7 @@ void expectAllReduceSums(const std::function<Schedule(const CollectiveArgs&)>& m
   ASSERT_TRUE(simulate(ranks));
   for (int r = 0; r < n; ++r) {
     for (size_t i = 0; i < count; ++i) {
-      int64_t sum = 0;
-      int32_t max = value(0, i);
-      for (int k = 0; k < n; ++k) {
-        sum += value(k, i);
-        max = std::max(max, value(k, i));
-      }
-      const auto want = static_cast<int32_t>(op == tidalMax ? max : op == tidalAvg ? sum / n : sum);
-      ASSERT_EQ(reinterpret_cast<int32_t*>(ranks[r].recv.data())[i], want)
+      ASSERT_EQ(reinterpret_cast<int32_t*>(ranks[r].recv.data())[i], reduced(op, n, i))
           << "rank " << r << " i " << i;
     }
   }
@@ -172,16 +177,7 @@ void expectBroadcastAndReduce(const Builder& broadcast, const Builder& reduceTo,
         ASSERT_TRUE(simulate(b, landing)) << "root " << root;
         ASSERT_TRUE(simulate(red, landing)) << "root " << root;
         for (size_t i = 0; i < count; ++i) {
-          int64_t sum = 0;
-          int32_t max = value(0, i);
-          for (int k = 0; k < n; ++k) {
-            sum += value(k, i);
-            max = std::max(max, value(k, i));
-          }
-          const auto want = static_cast<int32_t>(op == tidalMax   ? max
-                                                 : op == tidalAvg ? sum / n
-                                                                  : sum);
-          ASSERT_EQ(reinterpret_cast<int32_t*>(red[root].recv.data())[i], want)
+          ASSERT_EQ(reinterpret_cast<int32_t*>(red[root].recv.data())[i], reduced(op, n, i))
               << "root " << root << " i " << i << " in place " << inPlace;
           for (int r = 0; r < n; ++r) {
             ASSERT_EQ(reinterpret_cast<int32_t*>(b[r].recv.data())[i], value(root, i))
@@ -356,21 +352,24 @@ void expectPeersAmong(const Schedule& s, const std::vector<int>& peers, int rank
     EXPECT_NE(std::find(peers.begin(), peers.end(), op.peer), peers.end()) << "rank " << rank;
 }
 
-TEST_P(LogDepth, RabenseifnerAllReduceIsExact) {
-  const auto [n, count, chunk, op] = GetParam();
+// Runs an AllReduce family in place and not, with both landings, checks
+// every rank's result, that reducing receives fit a slot and that every peer
+// is among `peersOf(rank, n)`.
+void expectAllReduceExact(const Builder& make, std::vector<int> (*peersOf)(int, int), int n,
+                          size_t count, size_t chunk, tidalRedOp_t op) {
   for (const bool inPlace : {false, true}) {
     for (const Landing landing : {Landing::OnArrival, Landing::OnCompletion}) {
       std::vector<RankState> ranks(static_cast<size_t>(n));
       for (int r = 0; r < n; ++r) {
         CollectiveArgs a = argsFor(r, n, count, op, 0, chunk);
         a.inPlace = inPlace;
-        ranks[r].schedule = rabenseifnerAllReduce(a);
+        ranks[r].schedule = make(a);
         for (const auto& recv : ranks[r].schedule.recvs) {
           if (recv.reduce) {
             EXPECT_LE(recv.bytes, std::max<size_t>(chunk, 4)) << "> a slot";
           }
         }
-        expectPeersAmong(ranks[r].schedule, recursiveDoublingPeers(r, n), r);
+        expectPeersAmong(ranks[r].schedule, peersOf(r, n), r);
         ranks[r].send.resize(count * 4);
         for (size_t i = 0; i < count; ++i)
           reinterpret_cast<int32_t*>(ranks[r].send.data())[i] = value(r, i);
@@ -382,20 +381,74 @@ TEST_P(LogDepth, RabenseifnerAllReduceIsExact) {
       }
       ASSERT_TRUE(simulate(ranks, landing)) << "in place " << inPlace;
       for (size_t i = 0; i < count; ++i) {
-        int64_t sum = 0;
-        int32_t max = value(0, i);
-        for (int k = 0; k < n; ++k) {
-          sum += value(k, i);
-          max = std::max(max, value(k, i));
-        }
-        const auto want = static_cast<int32_t>(op == tidalMax   ? max
-                                               : op == tidalAvg ? sum / n
-                                                                : sum);
+        const int32_t want = reduced(op, n, i);
         for (int r = 0; r < n; ++r) {
           ASSERT_EQ(reinterpret_cast<int32_t*>(ranks[r].recv.data())[i], want)
               << "rank " << r << " i " << i << " in place " << inPlace;
         }
       }
+    }
+  }
+}
+
+TEST_P(LogDepth, RabenseifnerAllReduceIsExact) {
+  const auto [n, count, chunk, op] = GetParam();
+  expectAllReduceExact(rabenseifnerAllReduce, recursiveDoublingPeers, n, count, chunk, op);
+}
+
+TEST_P(LogDepth, DoubleBinaryTreeAllReduceIsExact) {
+  const auto [n, count, chunk, op] = GetParam();
+  expectAllReduceExact(doubleBinaryTreeAllReduce, doubleBinaryTreePeers, n, count, chunk, op);
+}
+
+TEST(DoubleBinaryTree, TwoSpanningTreesOfAtMostTwoChildrenWhereNoRankForwardsInBoth) {
+  for (int n = 1; n <= 70; ++n) {
+    const BinaryTree trees[2] = {doubleBinaryTree(n, 0), doubleBinaryTree(n, 1)};
+    for (const BinaryTree& t : trees) {
+      EXPECT_EQ(t.parent[t.root], -1);
+      EXPECT_LE(t.treeHeight(), ceilLog2(n + 1)) << "n " << n;
+      for (int r = 0; r < n; ++r) {
+        EXPECT_LE(t.children[r].size(), 2u) << "n " << n << " rank " << r;
+        // Up the parents reaches the root, depth steps later.
+        int steps = 0;
+        for (int v = r; v != t.root; v = t.parent[v]) {
+          ASSERT_GE(t.parent[v], 0) << "n " << n << " rank " << v << " is a second root";
+          ASSERT_LE(++steps, n) << "n " << n << ": a cycle";
+        }
+        EXPECT_EQ(steps, t.depth[r]);
+        for (const int c : t.children[r]) {
+          EXPECT_EQ(t.parent[c], r);
+          EXPECT_GE(t.height[r], t.height[c] + 1);
+        }
+      }
+    }
+    if (n % 2 == 0) {
+      for (int r = 0; r < n; ++r) {
+        EXPECT_FALSE(!trees[0].children[r].empty() && !trees[1].children[r].empty())
+            << "n " << n << ": rank " << r << " forwards in both trees";
+      }
+    }
+  }
+}
+
+TEST(DoubleBinaryTree, ChunksPipelineUpAndDownTheTrees) {
+  // One message per step: a rank sends 4 chunk messages per chunk index (an
+  // inner rank of one tree sends its sum up and the result to two children,
+  // the leaf of the other sends its input up), so k chunks a tree take at
+  // least 4k steps; pipelined, about 4k + 3 log2(n), not k times the
+  // 2 log2(n) of one chunk (a rank sends to its two children one after the
+  // other: 3 log2(n) steps for one chunk).
+  for (const int n : {2, 3, 5, 8, 13, 16, 31, 64}) {
+    for (const int chunks : {1, 16}) {
+      std::vector<Schedule> ss;
+      for (int r = 0; r < n; ++r) {
+        // 2 * chunks elements of 4 bytes, 1 element a chunk: chunks per tree.
+        ss.push_back(doubleBinaryTreeAllReduce(
+            argsFor(r, n, 2 * static_cast<size_t>(chunks), tidalSum, 0, 4)));
+      }
+      const int steps = stepsToFinish(ss);
+      EXPECT_LE(steps, 4 * chunks + 3 * ceilLog2(n + 1) + 4) << "n " << n << " chunks " << chunks;
+      EXPECT_GE(steps, 2 * ceilLog2(n) - 1) << "n " << n << " chunks " << chunks;
     }
   }
 }
