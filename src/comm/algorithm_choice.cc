@@ -78,7 +78,8 @@ AlgorithmChoice::AllReduce AlgorithmChoice::allReduce(size_t bytes, size_t chunk
   const bool rdFits = bytes <= chunkBytes;
   // "hier" on a single host (or uneven hosts) falls back to the ring.
   const AllReduce wide = topology.hierarchical() ? AllReduce::Hierarchical : AllReduce::Ring;
-  if (allReduce_ == "rd" && rdFits) return AllReduce::RecursiveDoubling;
+  // Forced "rd" beyond a chunk takes what auto takes beyond its rules.
+  if (allReduce_ == "rd") return rdFits ? AllReduce::RecursiveDoubling : wide;
   if (allReduce_ == "ring") return AllReduce::Ring;
   if (allReduce_ == "hier") return wide;
   if (allReduce_ == "rabenseifner") return AllReduce::Rabenseifner;

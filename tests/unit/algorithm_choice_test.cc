@@ -150,6 +150,15 @@ TEST(AlgorithmChoice, AllReduceAndAllGatherSettingsMoveOrForceTheChoice) {
     EXPECT_EQ(c.allGather(8, 8, hosts(4)), AG::Bruck);
   }
   {
+    // Forced recursive doubling beyond a chunk falls back to the ring (or the
+    // hierarchy), never to Rabenseifner.
+    ScopedEnv ar("TIDAL_ALLREDUCE_ALGO", "rd");
+    const AlgorithmChoice c = AlgorithmChoice::fromParams(0);
+    EXPECT_EQ(c.allReduce(524288, 524288, 4, flat(4)), AR::RecursiveDoubling);
+    EXPECT_EQ(c.allReduce(524289, 524288, 4, flat(4)), AR::Ring);
+    EXPECT_EQ(c.allReduce(524289, 524288, 8, hosts(4)), AR::Hierarchical);
+  }
+  {
     ScopedEnv ar("TIDAL_ALLREDUCE_ALGO", "tree");
     const AlgorithmChoice c = AlgorithmChoice::fromParams(0);
     EXPECT_EQ(c.allReduce(8, 524288, 2, flat(2)), AR::DoubleBinaryTree);
