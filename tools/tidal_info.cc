@@ -7,6 +7,9 @@
 //                        GPUs and NICs with the PCIe class between each pair
 //                        (as nvidia-smi topo -m), and each local rank's NICs,
 //                        GDR decision and CPU set (docs/topology.md)
+//   tidal-info --tuning --nranks N [--hosts H] [--max-bytes B] [--collective C]
+//                        the tuner's predicted time of each algorithm by size,
+//                        and what the rules pick (tidal_info_tuning.cc)
 //
 // Meant for bug reports and for checking what a job will see: run it with the
 // job's environment and it resolves parameters exactly as the library does.
@@ -23,6 +26,7 @@
 #include "cuda/cuda_support.h"
 #include "reduce/reduce.h"
 #include "tidal/tidal.h"
+#include "tidal_info_tuning.h"
 #include "topology/detect.h"
 #include "topology/nic_choice.h"
 #include "topology/report.h"
@@ -137,6 +141,22 @@ int main(int argc, char** argv) {
   app.add_option("--local-ranks", localRanks,
                  "With --topo: local ranks to show choices for (default: one per GPU, or 1)")
       ->check(CLI::Range(1, 4096));
+  bool tuning = false;
+  app.add_flag("--tuning", tuning,
+               "Predicted time of each algorithm by size (the tuner's model) and the rules' pick");
+  TuningOptions tuningOptions;
+  app.add_option("--nranks", tuningOptions.nranks, "With --tuning: ranks (default 8)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--hosts", tuningOptions.hosts,
+                 "With --tuning: hosts the ranks are spread over, in blocks (default 1)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--max-bytes", tuningOptions.maxBytes,
+                 "With --tuning: largest size, from 8 B by factors of 8 (default 1 GiB)")
+      ->check(CLI::Range(size_t{8}, size_t{1} << 34));
+  app.add_option("--collective", tuningOptions.collective,
+                 "With --tuning: only this one (AllReduce, AllGather, ReduceScatter, Broadcast, "
+                 "Reduce)")
+      ->check(CLI::IsMember({"AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -146,5 +166,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (topo) return printTopology(localRanks);
+  if (tuning) {
+    if (tuningOptions.hosts > tuningOptions.nranks) {
+      std::fprintf(stderr, "tidal-info: error: --hosts %d is more than --nranks %d\n",
+                   tuningOptions.hosts, tuningOptions.nranks);
+      return 2;
+    }
+    return printTuning(tuningOptions);
+  }
   return params ? printParams() : printSummary();
 }

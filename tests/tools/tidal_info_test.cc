@@ -72,3 +72,69 @@ TEST(TidalInfo, BadOptionExitsTwo) {
 }
 
 }  // namespace
+
+namespace {
+
+// The --tuning row for `bytes` under the section `collective`, split at
+// whitespace, or empty.
+std::vector<std::string> tuningRow(const std::string& out, const std::string& collective,
+                                   const std::string& bytes) {
+  bool in = false;
+  for (const auto& line : tidal::testing::lines(out)) {
+    if (line == collective) in = true;
+    if (!in) continue;
+    std::istringstream words(line);
+    std::vector<std::string> fields;
+    for (std::string f; words >> f;) fields.push_back(f);
+    if (!fields.empty() && fields[0] == bytes) return fields;
+    if (line.empty()) in = false;
+  }
+  return {};
+}
+
+TEST(TidalInfo, TuningPrintsEachAlgorithmsPredictionAndBothPicks) {
+  const auto r = tidal::testing::run(
+      {TIDAL_INFO_PATH, "--tuning", "--nranks", "16", "--hosts", "16", "--max-bytes", "4096"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("16 ranks on 16 host(s), 1 per host"), std::string::npos) << r.out;
+  // bytes, ring, rd, rabenseifner, tree, hier, model picks, rules pick.
+  const auto row = tuningRow(r.out, "AllReduce", "8");
+  ASSERT_EQ(row.size(), 8u) << r.out;
+  EXPECT_EQ(row[5], "-") << "no hierarchy on 1 rank per host";
+  EXPECT_LT(std::stod(row[2]), std::stod(row[1])) << "recursive doubling beats the ring at 8 B";
+  EXPECT_EQ(row[6], "rd");
+  EXPECT_EQ(row[7], "rd");
+  const auto bc = tuningRow(r.out, "Broadcast", "4096");
+  ASSERT_EQ(bc.size(), 5u) << r.out;
+  EXPECT_EQ(bc[4], "tree");
+  // A forced algorithm is what the rules pick.
+  const auto forced = tidal::testing::run({TIDAL_INFO_PATH, "--tuning", "--nranks", "4",
+                                           "--collective", "AllReduce", "--max-bytes", "8"},
+                                          {"TIDAL_ALLREDUCE_ALGO=ring"});
+  ASSERT_EQ(forced.exitCode, 0) << forced.err;
+  EXPECT_EQ(tuningRow(forced.out, "AllReduce", "8").back(), "ring") << forced.out;
+  EXPECT_EQ(forced.out.find("Broadcast"), std::string::npos) << forced.out;
+}
+
+TEST(TidalInfo, TuningRefusesBadPlacementsAndLinkFiles) {
+  const auto hosts =
+      tidal::testing::run({TIDAL_INFO_PATH, "--tuning", "--nranks", "4", "--hosts", "5"});
+  EXPECT_EQ(hosts.exitCode, 2);
+  EXPECT_NE(hosts.err.find("--hosts 5 is more than --nranks 4"), std::string::npos) << hosts.err;
+  const auto many = tidal::testing::run({TIDAL_INFO_PATH, "--tuning", "--nranks", "1025"});
+  EXPECT_EQ(many.exitCode, 2) << many.err;
+  char path[] = "/tmp/tidal_tuner_test_XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string text = "network_alpha_us 5\nnetwork_mb_per_s -1\n";
+  ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  ::close(fd);
+  const auto bad = tidal::testing::run({TIDAL_INFO_PATH, "--tuning", "--nranks", "2"},
+                                       {std::string("TIDAL_TUNER_FILE=") + path});
+  ::unlink(path);
+  EXPECT_EQ(bad.exitCode, 1);
+  EXPECT_NE(bad.err.find("line 2: network_mb_per_s must be a positive number"), std::string::npos)
+      << bad.err;
+}
+
+}  // namespace

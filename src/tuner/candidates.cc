@@ -1,0 +1,107 @@
+#include "tuner/candidates.h"
+
+#include <functional>
+
+#include "collectives/double_binary_tree.h"
+#include "collectives/schedule.h"
+#include "core/error.h"
+#include "tuner/schedule_time.h"
+
+namespace tidal::tuner {
+
+const char* collectiveName(Collective c) {
+  switch (c) {
+    case Collective::AllReduce:
+      return "AllReduce";
+    case Collective::AllGather:
+      return "AllGather";
+    case Collective::ReduceScatter:
+      return "ReduceScatter";
+    case Collective::Broadcast:
+      return "Broadcast";
+    case Collective::Reduce:
+      return "Reduce";
+  }
+  return "?";
+}
+
+namespace {
+
+using Builder = std::function<coll::Schedule(const coll::CollectiveArgs&, const coll::Topology&)>;
+
+struct Candidate {
+  const char* name;
+  Builder build;
+  bool hierarchical = false;  // applies only where hosts have equal rank counts
+  bool oneChunk = false;      // applies only to messages of at most one chunk
+};
+
+template <coll::Schedule (*F)(const coll::CollectiveArgs&)>
+Builder flat() {
+  return [](const coll::CollectiveArgs& a, const coll::Topology&) { return F(a); };
+}
+template <coll::Schedule (*F)(const coll::CollectiveArgs&, const coll::Topology&)>
+Builder withHosts() {
+  return [](const coll::CollectiveArgs& a, const coll::Topology& t) { return F(a, t); };
+}
+
+std::vector<Candidate> candidates(Collective c) {
+  switch (c) {
+    case Collective::AllReduce:
+      return {{"ring", flat<coll::ringAllReduce>()},
+              {"rd", flat<coll::recursiveDoublingAllReduce>(), false, true},
+              {"rabenseifner", flat<coll::rabenseifnerAllReduce>()},
+              {"tree", flat<coll::doubleBinaryTreeAllReduce>()},
+              {"hier", withHosts<coll::hierarchicalAllReduce>(), true}};
+    case Collective::AllGather:
+      return {{"ring", flat<coll::ringAllGather>()},
+              {"bruck", flat<coll::bruckAllGather>()},
+              {"hier", withHosts<coll::hierarchicalAllGather>(), true}};
+    case Collective::ReduceScatter:
+      return {{"ring", flat<coll::ringReduceScatter>()},
+              {"hier", withHosts<coll::hierarchicalReduceScatter>(), true}};
+    case Collective::Broadcast:
+      return {{"chain", flat<coll::chainBroadcast>()}, {"tree", flat<coll::binomialBroadcast>()}};
+    case Collective::Reduce:
+      return {{"chain", flat<coll::chainReduce>()}, {"tree", flat<coll::binomialReduce>()}};
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<Estimate> estimate(Collective c, size_t bytes, Placement p, size_t chunkBytes,
+                               const LinkModel& model) {
+  if (p.nranks < 1 || p.ranksPerHost < 1) {
+    fail(tidalInvalidArgument, "tuner: {} ranks, {} per host: both must be at least 1", p.nranks,
+         p.ranksPerHost);
+  }
+  // Bytes as uint8 elements: the schedules cut by bytes, whatever the type.
+  const bool blocks = c == Collective::AllGather || c == Collective::ReduceScatter;
+  const size_t count = blocks ? bytes / static_cast<size_t>(p.nranks) : bytes;
+  std::vector<std::string> keys;
+  std::vector<int> hostOf;
+  for (int r = 0; r < p.nranks; ++r) {
+    hostOf.push_back(r / p.ranksPerHost);
+    keys.push_back("h" + std::to_string(r / p.ranksPerHost));
+  }
+  std::vector<Estimate> out;
+  for (const Candidate& cand : candidates(c)) {
+    if ((cand.oneChunk && bytes > chunkBytes) ||
+        (cand.hierarchical && !coll::Topology::fromHostKeys(keys, 0).hierarchical())) {
+      out.push_back({cand.name, false, 0});
+      continue;
+    }
+    std::vector<coll::Schedule> ss;
+    ss.reserve(static_cast<size_t>(p.nranks));
+    for (int r = 0; r < p.nranks; ++r) {
+      const coll::CollectiveArgs a{r, p.nranks, count, tidalUint8, tidalSum, 0, chunkBytes, false};
+      ss.push_back(cand.build(
+          a, cand.hierarchical ? coll::Topology::fromHostKeys(keys, r) : coll::Topology{}));
+    }
+    out.push_back({cand.name, true, predictMicros(ss, hostOf, model)});
+  }
+  return out;
+}
+
+}  // namespace tidal::tuner

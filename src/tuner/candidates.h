@@ -1,0 +1,38 @@
+// The algorithms the tuner weighs for each collective, and their predicted
+// times (schedule_time.h) for a size and a placement of ranks on hosts. The
+// names are the values of the TIDAL_<COLL>_ALGO settings that force them.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "tuner/link_model.h"
+
+namespace tidal::tuner {
+
+enum class Collective { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce };
+const char* collectiveName(Collective c);
+
+// nranks ranks placed host by host, ranksPerHost on each (the last host may
+// have fewer: then no hierarchical candidate).
+struct Placement {
+  int nranks;
+  int ranksPerHost;
+};
+
+struct Estimate {
+  std::string algorithm;
+  bool applies;   // false: this size or placement rules the algorithm out
+  double micros;  // when it applies
+};
+
+// `bytes` is the size the *_perf tools print: the message for AllReduce,
+// Broadcast and Reduce, the whole gathered (scattered) buffer for AllGather
+// (ReduceScatter), whose blocks are bytes / nranks. Every candidate, in a
+// fixed order, whether it applies or not; throws InvalidArgument for nranks < 1 or
+// ranksPerHost < 1.
+std::vector<Estimate> estimate(Collective c, size_t bytes, Placement placement, size_t chunkBytes,
+                               const LinkModel& model);
+
+}  // namespace tidal::tuner

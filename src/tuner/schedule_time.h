@@ -1,0 +1,36 @@
+// Predicts how long a collective takes by running every rank's real schedule
+// (collectives/schedule.h) over the modelled links (link_model.h): the
+// steps, bytes and dependencies come from the schedule builders themselves,
+// not from a formula kept beside them, so a new algorithm is modelled the
+// moment it is written.
+//
+// The model: each rank runs its prologue copies first. Its sends are posted
+// in list order, each once the receive it waits for is done. A message of b
+// bytes flows once both the sender's sending side and the receiver's
+// receiving side of its link class (same host, network) are free, holds both
+// for b / beta, and lands alpha after it finishes flowing; sends are served
+// in the order they became ready, so a receiver fed by several senders takes
+// them one after another (a tree's root, an incast). Receives complete in
+// list order, each when its data has landed and the previous one is done,
+// plus b / reduce rate when it reduces and the cost of the local copies made
+// after it. Messages match in order per (sender, receiver), as on the wire.
+// The collective ends when the last rank's last receive or send is done.
+// Not modelled: a shared switch port or an oversubscribed fabric (only the
+// two ends of a link are), staging-slot limits, and the engine's per-call
+// overhead (part of alpha).
+#pragma once
+
+#include <vector>
+
+#include "collectives/schedule.h"
+#include "tuner/link_model.h"
+
+namespace tidal::tuner {
+
+// schedules[r] is rank r's; hostOfRank[r] says which ranks share a host.
+// Throws tidalInternalError naming the ranks when the schedules do not
+// match (a message nobody receives) or deadlock.
+double predictMicros(const std::vector<coll::Schedule>& schedules,
+                     const std::vector<int>& hostOfRank, const LinkModel& model);
+
+}  // namespace tidal::tuner
