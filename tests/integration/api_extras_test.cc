@@ -600,7 +600,11 @@ TEST(ScheduleSettings, ExchangeAlgorithmsAndThresholdsMustAgree) {
                                                         {"TIDAL_GATHER_ALGO", "tree"},
                                                         {"TIDAL_GATHER_TREE_BYTES", "8"},
                                                         {"TIDAL_SCATTER_ALGO", "direct"},
-                                                        {"TIDAL_SCATTER_TREE_BYTES", "0"}}) {
+                                                        {"TIDAL_SCATTER_TREE_BYTES", "0"},
+                                                        {"TIDAL_ALLREDUCE_RABENSEIFNER_BYTES", "0"},
+                                                        {"TIDAL_ALLGATHER_BRUCK_BYTES", "16"},
+                                                        {"TIDAL_ALLREDUCE_ALGO", "tree"},
+                                                        {"TIDAL_ALLGATHER_ALGO", "bruck"}}) {
     const auto outcomes = initJob(2, [&](int rank) {
       if (rank == 1) ::setenv(name, value, 1);
     });
