@@ -38,6 +38,7 @@ AlgorithmChoice AlgorithmChoice::fromParams(int rank) {
                                {"auto", "ring", "rd", "hier", "rabenseifner", "tree"});
   c.allGather_ = readAlgorithm(rank, "TIDAL_ALLGATHER_ALGO", {"auto", "ring", "hier", "bruck"});
   c.reduceScatter_ = readAlgorithm(rank, "TIDAL_REDUCESCATTER_ALGO", {"auto", "ring", "hier"});
+  c.tuner_ = readAlgorithm(rank, "TIDAL_TUNER", {"rules", "model"});
   c.allToAll_ = readFlatOrRounds(rank, "TIDAL_ALLTOALL_ALGO", "pairwise", "bruck",
                                  "TIDAL_ALLTOALL_BRUCK_BYTES");
   c.gather_ =
@@ -84,6 +85,14 @@ AlgorithmChoice::AllReduce AlgorithmChoice::allReduce(size_t bytes, size_t chunk
   if (allReduce_ == "hier") return wide;
   if (allReduce_ == "rabenseifner") return AllReduce::Rabenseifner;
   if (allReduce_ == "tree") return AllReduce::DoubleBinaryTree;
+  if (model_) {
+    const std::string& pick = model_->pick(tuner::Collective::AllReduce, bytes);
+    if (pick == "rd" && rdFits) return AllReduce::RecursiveDoubling;
+    if (pick == "ring") return AllReduce::Ring;
+    if (pick == "rabenseifner") return AllReduce::Rabenseifner;
+    if (pick == "tree") return AllReduce::DoubleBinaryTree;
+    if (pick == "hier") return wide;
+  }
   if (bytes <= rdMaxBytes_ && rdFits) return AllReduce::RecursiveDoubling;
   if (wide == AllReduce::Ring && bytes <= rabenseifnerMaxBytes_ && nranks >= kLogStepsMinRanks)
     return AllReduce::Rabenseifner;
@@ -94,6 +103,13 @@ AlgorithmChoice::AllGather AlgorithmChoice::allGather(size_t blockBytes, int nra
                                                       const coll::Topology& topology) const {
   if (allGather_ == "ring") return AllGather::Ring;
   if (allGather_ == "bruck") return AllGather::Bruck;
+  if (allGather_ == "auto" && model_) {
+    const std::string& pick =
+        model_->pick(tuner::Collective::AllGather, blockBytes * static_cast<size_t>(nranks));
+    if (pick == "ring") return AllGather::Ring;
+    if (pick == "bruck") return AllGather::Bruck;
+    if (pick == "hier" && topology.hierarchical()) return AllGather::Hierarchical;
+  }
   if (topology.hierarchical()) return AllGather::Hierarchical;  // "hier" or auto
   if (allGather_ == "auto" && blockBytes <= bruckAllGatherMaxBytes_ && nranks >= kLogStepsMinRanks)
     return AllGather::Bruck;

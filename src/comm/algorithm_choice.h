@@ -32,9 +32,11 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "collectives/schedule.h"
+#include "tuner/model_picks.h"
 
 namespace tidal {
 
@@ -54,6 +56,12 @@ class AlgorithmChoice {
   // variable, its value and the rank.
   static AlgorithmChoice fromParams(int rank);
 
+  // TIDAL_TUNER=model: the tuner's model (src/tuner/model_picks.h) picks
+  // AllReduce, AllGather, Broadcast and Reduce where no *_ALGO setting
+  // forces them, instead of the size rules below.
+  bool wantsModel() const { return tuner_ == "model"; }
+  void useModel(std::shared_ptr<const tuner::ModelPicks> picks) { model_ = std::move(picks); }
+
   AllReduce allReduce(size_t bytes, size_t chunkBytes, int nranks,
                       const coll::Topology& topology) const;
   // Block bytes: what each rank contributes.
@@ -72,8 +80,15 @@ class AlgorithmChoice {
     return scatter_.logRounds(blockBytes, nranks);
   }
   // Message bytes (count * type size).
-  bool treeBroadcast(size_t bytes, int nranks) const { return broadcast_.logRounds(bytes, nranks); }
-  bool treeReduce(size_t bytes, int nranks) const { return reduce_.logRounds(bytes, nranks); }
+  bool treeBroadcast(size_t bytes, int nranks) const {
+    if (!broadcast_.forced && model_)
+      return model_->pick(tuner::Collective::Broadcast, bytes) == "tree";
+    return broadcast_.logRounds(bytes, nranks);
+  }
+  bool treeReduce(size_t bytes, int nranks) const {
+    if (!reduce_.forced && model_) return model_->pick(tuner::Collective::Reduce, bytes) == "tree";
+    return reduce_.logRounds(bytes, nranks);
+  }
 
  private:
   // A choice between posting everything at once ("flat") and log2(n) rounds.
@@ -97,6 +112,8 @@ class AlgorithmChoice {
   std::string allReduce_ = "auto";
   std::string allGather_ = "auto";
   std::string reduceScatter_ = "auto";
+  std::string tuner_ = "rules";
+  std::shared_ptr<const tuner::ModelPicks> model_;
   FlatOrRounds allToAll_, gather_, scatter_, broadcast_, reduce_;
 };
 

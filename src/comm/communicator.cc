@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <thread>
 #include <type_traits>
@@ -17,6 +19,8 @@
 #include "core/params.h"
 #include "cuda/cuda_support.h"
 #include "reduce/reduce.h"
+#include "tuner/link_model.h"
+#include "tuner/model_picks.h"
 
 namespace tidal {
 
@@ -142,7 +146,32 @@ void Communicator::connectPeers() {
   TIDAL_INFO(Init, "rank {}: {} host(s){}", rank_,
              topology_.hosts.empty() ? 0 : topology_.hosts.size(),
              topology_.hierarchical() ? ", hierarchical collectives available" : "");
+  if (algorithms_.wantsModel()) useTunerModel(hostOfRank);
   links_->connect(sendPeers, recvPeers);
+}
+
+void Communicator::useTunerModel(const std::vector<std::string>& hostOfRank) {
+  if (nranks_ > tuner::ModelPicks::kMaxRanks) {
+    TIDAL_WARN(Init,
+               "rank {}: TIDAL_TUNER=model: {} ranks are more than the model runs at init ({}); "
+               "the size rules pick the algorithms",
+               rank_, nranks_, tuner::ModelPicks::kMaxRanks);
+    return;
+  }
+  // Host names to small ids, in order of first appearance (equal on every rank).
+  std::vector<int> hostIds;
+  for (const auto& h : hostOfRank) {
+    const auto first = std::find(hostOfRank.begin(), hostOfRank.end(), h);
+    hostIds.push_back(static_cast<int>(first - hostOfRank.begin()));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  algorithms_.useModel(std::make_shared<const tuner::ModelPicks>(tuner::ModelPicks::compute(
+      hostIds, engine_->options().chunkBytes, tuner::LinkModel::fromParams())));
+  TIDAL_INFO(Init, "rank {}: TIDAL_TUNER=model: the model's picks for {} ranks took {} ms", rank_,
+             nranks_,
+             std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::steady_clock::now() - start)
+                 .count());
 }
 
 void Communicator::connectDevices() {

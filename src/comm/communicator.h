@@ -211,6 +211,8 @@ class Communicator {
   std::shared_ptr<const topo::Placement> placement_;
   // Transports and connections to every peer (links.h).
   void connectPeers();
+  // TIDAL_TUNER=model: the tuner's picks for this placement (up to its rank cap).
+  void useTunerModel(const std::vector<std::string>& hostOfRank);
   std::unique_ptr<Links> links_;
   AlgorithmChoice algorithms_;
   std::string busyPollMode_ = "auto";

@@ -97,6 +97,9 @@ const std::vector<Definition>& definitions() {
       {"TIDAL_ALLREDUCE_RABENSEIFNER_BYTES", Kind::Int, "1048576",
        "AllReduce above TIDAL_ALLREDUCE_RD_BYTES and up to this many bytes uses Rabenseifner "
        "(auto, from 4 ranks, one host or uneven hosts)."},
+      {"TIDAL_TUNER", Kind::String, "rules",
+       "Who picks AllReduce/AllGather/Broadcast/Reduce algorithms under auto: rules (size "
+       "thresholds) or model (the tuner's predicted times, up to 64 ranks)."},
       {"TIDAL_TUNER_FILE", Kind::String, "",
        "Link costs for the tuner's model (src/tuner/link_model.h format): alphas, bandwidths."},
       {"TIDAL_ALLGATHER_BRUCK_BYTES", Kind::Int, "8192",

@@ -76,15 +76,21 @@ std::vector<Estimate> estimate(Collective c, size_t bytes, Placement p, size_t c
     fail(tidalInvalidArgument, "tuner: {} ranks, {} per host: both must be at least 1", p.nranks,
          p.ranksPerHost);
   }
+  std::vector<int> hostOf;
+  for (int r = 0; r < p.nranks; ++r) hostOf.push_back(r / p.ranksPerHost);
+  return estimateOnHosts(c, bytes, hostOf, chunkBytes, model);
+}
+
+std::vector<Estimate> estimateOnHosts(Collective c, size_t bytes, const std::vector<int>& hostOf,
+                                      size_t chunkBytes, const LinkModel& model) {
+  const int nranks = static_cast<int>(hostOf.size());
+  if (nranks < 1) fail(tidalInvalidArgument, "tuner: no ranks");
+  const Placement p{nranks, 1};
   // Bytes as uint8 elements: the schedules cut by bytes, whatever the type.
   const bool blocks = c == Collective::AllGather || c == Collective::ReduceScatter;
   const size_t count = blocks ? bytes / static_cast<size_t>(p.nranks) : bytes;
   std::vector<std::string> keys;
-  std::vector<int> hostOf;
-  for (int r = 0; r < p.nranks; ++r) {
-    hostOf.push_back(r / p.ranksPerHost);
-    keys.push_back("h" + std::to_string(r / p.ranksPerHost));
-  }
+  for (const int h : hostOf) keys.push_back("h" + std::to_string(h));
   std::vector<Estimate> out;
   for (const Candidate& cand : candidates(c)) {
     if ((cand.oneChunk && bytes > chunkBytes) ||

@@ -34,5 +34,9 @@ struct Estimate {
 // ranksPerHost < 1.
 std::vector<Estimate> estimate(Collective c, size_t bytes, Placement placement, size_t chunkBytes,
                                const LinkModel& model);
+// The same for ranks on the hosts hostOfRank names (equal ids: one host).
+std::vector<Estimate> estimateOnHosts(Collective c, size_t bytes,
+                                      const std::vector<int>& hostOfRank, size_t chunkBytes,
+                                      const LinkModel& model);
 
 }  // namespace tidal::tuner

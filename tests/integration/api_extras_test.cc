@@ -604,7 +604,8 @@ TEST(ScheduleSettings, ExchangeAlgorithmsAndThresholdsMustAgree) {
                                                         {"TIDAL_ALLREDUCE_RABENSEIFNER_BYTES", "0"},
                                                         {"TIDAL_ALLGATHER_BRUCK_BYTES", "16"},
                                                         {"TIDAL_ALLREDUCE_ALGO", "tree"},
-                                                        {"TIDAL_ALLGATHER_ALGO", "bruck"}}) {
+                                                        {"TIDAL_ALLGATHER_ALGO", "bruck"},
+                                                        {"TIDAL_TUNER", "model"}}) {
     const auto outcomes = initJob(2, [&](int rank) {
       if (rank == 1) ::setenv(name, value, 1);
     });

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -169,6 +170,35 @@ TEST(AlgorithmChoice, AllReduceAndAllGatherSettingsMoveOrForceTheChoice) {
   ScopedEnv hier("TIDAL_ALLGATHER_ALGO", "hier");
   EXPECT_EQ(AlgorithmChoice::fromParams(0).allGather(8, 8, flat(8)), AG::Ring);
   EXPECT_EQ(AlgorithmChoice::fromParams(0).allGather(1 << 20, 8, hosts(4)), AG::Hierarchical);
+}
+
+TEST(AlgorithmChoice, TheTunersModelPicksWhereNothingIsForced) {
+  {
+    const AlgorithmChoice rules = AlgorithmChoice::fromParams(0);
+    EXPECT_FALSE(rules.wantsModel());
+  }
+  ScopedEnv tuner("TIDAL_TUNER", "model");
+  AlgorithmChoice c = AlgorithmChoice::fromParams(0);
+  ASSERT_TRUE(c.wantsModel());
+  std::vector<int> hostIds;
+  for (int r = 0; r < 16; ++r) hostIds.push_back(r);
+  c.useModel(std::make_shared<const tuner::ModelPicks>(
+      tuner::ModelPicks::compute(hostIds, 524288, tuner::LinkModel{})));
+  std::vector<std::string> keys;
+  for (int r = 0; r < 16; ++r) keys.push_back("h" + std::to_string(r));
+  const auto oneEach = coll::Topology::fromHostKeys(keys, 0);
+  // Where the model and the size rules differ (tuner_test has the model's numbers).
+  EXPECT_EQ(c.allReduce(2 << 20, 524288, 16, oneEach), AR::Rabenseifner);
+  EXPECT_TRUE(c.treeBroadcast(262144, 16));
+  EXPECT_EQ(c.allReduce(8, 524288, 16, oneEach), AR::RecursiveDoubling);
+  // A forced algorithm still wins.
+  ScopedEnv ar("TIDAL_ALLREDUCE_ALGO", "ring");
+  ScopedEnv bc("TIDAL_BROADCAST_ALGO", "chain");
+  AlgorithmChoice forced = AlgorithmChoice::fromParams(0);
+  forced.useModel(std::make_shared<const tuner::ModelPicks>(
+      tuner::ModelPicks::compute(hostIds, 524288, tuner::LinkModel{})));
+  EXPECT_EQ(forced.allReduce(2 << 20, 524288, 16, oneEach), AR::Ring);
+  EXPECT_FALSE(forced.treeBroadcast(262144, 16));
 }
 
 TEST(AlgorithmChoice, BadSettingsNameVariableValueAndRank) {

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "tuner/candidates.h"
 #include "tuner/link_model.h"
+#include "tuner/model_picks.h"
 #include "tuner/schedule_time.h"
 
 namespace tidal::tuner {
@@ -153,6 +154,31 @@ TEST(TunerModel, EveryCandidateRunsToTheEndForEveryRankCountAndPlacement) {
             }
           }
         }
+      }
+    }
+  }
+}
+
+TEST(TunerModelPicks, FastestCandidateBySizeBucketForTheCommunicatorsPlacement) {
+  const std::vector<int> sixteenHosts{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const ModelPicks p = ModelPicks::compute(sixteenHosts, 524288, LinkModel{});
+  EXPECT_EQ(p.pick(Collective::AllReduce, 8), "rd");
+  EXPECT_EQ(p.pick(Collective::AllReduce, 2 << 20), "rabenseifner");
+  EXPECT_EQ(p.pick(Collective::AllReduce, size_t{1} << 30), "ring");
+  EXPECT_EQ(p.pick(Collective::AllGather, 16 * 8), "bruck");
+  EXPECT_EQ(p.pick(Collective::Broadcast, 200000), "tree");  // tabled at 262144
+  EXPECT_EQ(p.pick(Collective::Broadcast, 16 << 20), "chain");
+  EXPECT_EQ(p.pick(Collective::Reduce, 8), "tree");
+  // Beyond the table: its largest size.
+  EXPECT_EQ(p.pick(Collective::Broadcast, size_t{1} << 40), "chain");
+  // Each pick is the fastest that applies at its size.
+  for (size_t bytes = 8; bytes <= ModelPicks::kMaxBytes; bytes *= 64) {
+    const auto es =
+        estimateOnHosts(Collective::AllReduce, bytes, sixteenHosts, 524288, LinkModel{});
+    for (const auto& e : es) {
+      if (e.applies) {
+        EXPECT_GE(e.micros, timeOf(es, p.pick(Collective::AllReduce, bytes)))
+            << bytes << " " << e.algorithm;
       }
     }
   }
