@@ -4,8 +4,8 @@
 // TIDAL_ALLGATHER_BRUCK_BYTES, TIDAL_ALLTOALL_ALGO, TIDAL_ALLTOALL_BRUCK_BYTES,
 // TIDAL_GATHER_ALGO, TIDAL_GATHER_TREE_BYTES, TIDAL_SCATTER_ALGO,
 // TIDAL_SCATTER_TREE_BYTES, TIDAL_BROADCAST_ALGO, TIDAL_BROADCAST_TREE_BYTES,
-// TIDAL_REDUCE_ALGO, TIDAL_REDUCE_TREE_BYTES), read and checked once per
-// communicator.
+// TIDAL_REDUCE_ALGO, TIDAL_REDUCE_TREE_BYTES, TIDAL_TUNER), read and checked
+// once per communicator.
 //
 // The rules are the default tuning: recursive doubling for AllReduce up to
 // TIDAL_ALLREDUCE_RD_BYTES (it must also fit one staging slot: it sends the
@@ -18,17 +18,18 @@
 // one more to fold a third rank in.) The double binary tree AllReduce is
 // only taken when forced (TIDAL_ALLREDUCE_ALGO=tree): on this project's
 // machines it has not been measured faster than the ring, and choosing it
-// by rank count and size is the tuner's job. AllToAll, Gather and Scatter take their log2(n)-round
-// schedules (Bruck, binomial tree) for blocks up to their *_BYTES setting, and
-// only from kLogRoundsMinRanks ranks: they save message start-ups at the price
-// of dependent rounds, and with the ranks of one host the start-ups of
-// messages posted all at once cost less than rounds do (pairwise and direct
-// post everything at once). Broadcast and Reduce take the binomial tree for
-// messages up to their *_TREE_BYTES from kTreeMinRanks ranks: their other
+// by rank count and size is the tuner's job. AllToAll, Gather and Scatter
+// take their log2(n)-round schedules (Bruck, binomial tree) for blocks up to their *_BYTES setting,
+// and only from kLogRoundsMinRanks ranks: they save message start-ups at the price of dependent
+// rounds, and with the ranks of one host the start-ups of messages posted all at once cost less
+// than rounds do (pairwise and direct post everything at once). Broadcast and Reduce take the
+// binomial tree for messages up to their *_TREE_BYTES from kTreeMinRanks ranks: their other
 // algorithm, the chain, is itself n - 1 dependent hops, and from 3 ranks on
 // the tree is shallower (at 3 the root's two sends overlap where the chain's
-// two hops wait on each other; at 2 both are the same single hop). A tuner
-// with a cost model replaces this room.
+// two hops wait on each other; at 2 both are the same single hop). With
+// TIDAL_TUNER=model the tuner's predictions (src/tuner/model_picks.h) replace
+// these rules for AllReduce, AllGather, Broadcast and Reduce wherever no
+// *_ALGO setting forces one.
 #pragma once
 
 #include <cstddef>
