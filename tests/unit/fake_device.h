@@ -142,7 +142,10 @@ class FakeGpu {
             std::function<bool()>* front = nullptr;
             {
               std::lock_guard lock(mutex_);
-              if (s->commands.empty()) break;
+              // Checked here, under the lock that enqueue takes, and not only
+              // once a round: a command enqueued after pause() returned must
+              // not run, even by a round that began before it.
+              if (paused_ || s->commands.empty()) break;
               front = &s->commands.front();  // deque: stable while only this thread pops
             }
             if (!(*front)()) break;
