@@ -85,23 +85,22 @@ std::vector<Estimate> estimateOnHosts(Collective c, size_t bytes, const std::vec
                                       size_t chunkBytes, const LinkModel& model) {
   const int nranks = static_cast<int>(hostOf.size());
   if (nranks < 1) fail(tidalInvalidArgument, "tuner: no ranks");
-  const Placement p{nranks, 1};
   // Bytes as uint8 elements: the schedules cut by bytes, whatever the type.
   const bool blocks = c == Collective::AllGather || c == Collective::ReduceScatter;
-  const size_t count = blocks ? bytes / static_cast<size_t>(p.nranks) : bytes;
+  const size_t count = blocks ? bytes / static_cast<size_t>(nranks) : bytes;
   std::vector<std::string> keys;
   for (const int h : hostOf) keys.push_back("h" + std::to_string(h));
+  const bool hierarchical = coll::Topology::fromHostKeys(keys, 0).hierarchical();
   std::vector<Estimate> out;
   for (const Candidate& cand : candidates(c)) {
-    if ((cand.oneChunk && bytes > chunkBytes) ||
-        (cand.hierarchical && !coll::Topology::fromHostKeys(keys, 0).hierarchical())) {
+    if ((cand.oneChunk && bytes > chunkBytes) || (cand.hierarchical && !hierarchical)) {
       out.push_back({cand.name, false, 0});
       continue;
     }
     std::vector<coll::Schedule> ss;
-    ss.reserve(static_cast<size_t>(p.nranks));
-    for (int r = 0; r < p.nranks; ++r) {
-      const coll::CollectiveArgs a{r, p.nranks, count, tidalUint8, tidalSum, 0, chunkBytes, false};
+    ss.reserve(static_cast<size_t>(nranks));
+    for (int r = 0; r < nranks; ++r) {
+      const coll::CollectiveArgs a{r, nranks, count, tidalUint8, tidalSum, 0, chunkBytes, false};
       ss.push_back(cand.build(
           a, cand.hierarchical ? coll::Topology::fromHostKeys(keys, r) : coll::Topology{}));
     }
