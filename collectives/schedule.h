@@ -144,6 +144,11 @@ Schedule ringAllReduce(const CollectiveArgs& args);
 // ring_reduce_scatter.cc).
 Schedule ringAllGather(const CollectiveArgs& args);
 Schedule ringReduceScatter(const CollectiveArgs& args);
+// Recursive halving ReduceScatter (halving_reduce_scatter.cc), for small
+// blocks on many ranks: log2(p) steps (two more where n is not a power of
+// two) instead of the ring's n - 1. Any n. Partners: rank pairs and
+// halving partners, connected on first use.
+Schedule halvingReduceScatter(const CollectiveArgs& args);
 // Recursive doubling (recursive_doubling.cc): log2(n) exchanges of the whole
 // buffer, for small messages where latency, not bandwidth, decides. Ranks
 // beyond the largest power of two fold into a partner first.

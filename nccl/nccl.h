@@ -117,7 +117,8 @@ typedef struct ncclConfig_v23000 {
         NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT \
   }
 
-/* Simulation of a group (ncclGroupSimulateEnd). Tidal does not simulate. */
+/* Simulation of a group (ncclGroupSimulateEnd): estimatedTime in microseconds,
+ * from Tidal's tuner (tidalGroupSimulateEnd). */
 typedef struct {
   size_t size;
   unsigned int magic;

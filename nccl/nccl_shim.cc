@@ -99,11 +99,6 @@ ncclResult_t fail(ncclResult_t r, const char* call, const std::string& what, ncc
   return r;
 }
 
-ncclResult_t unimplemented(const char* call, ncclComm_t comm) {
-  return fail(ncclInvalidUsage, call, "not implemented by Tidal's NCCL drop-in (docs/nccl.md)",
-              comm);
-}
-
 bool toTidal(ncclDataType_t t, tidalDataType_t* out) {
   switch (t) {
     case ncclInt8:
@@ -588,9 +583,16 @@ NCCL_SHIM_API ncclResult_t ncclGroupEnd(void) {
   return done(tidalGroupEnd());
 }
 
-NCCL_SHIM_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t*) {
+static_assert(sizeof(ncclSimInfo_t) == sizeof(tidalSimInfo_t) && NCCL_API_MAGIC == TIDAL_API_MAGIC,
+              "ncclSimInfo_t and tidalSimInfo_t have the same fields");
+
+NCCL_SHIM_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   shimError.clear();
-  return unimplemented("ncclGroupSimulateEnd", nullptr);
+  if (simInfo == nullptr) return done(tidalGroupSimulateEnd(nullptr));
+  tidalSimInfo_t info{simInfo->size, simInfo->magic, simInfo->version, simInfo->estimatedTime};
+  const tidalResult_t r = tidalGroupSimulateEnd(&info);
+  simInfo->estimatedTime = info.estimatedTime;
+  return done(r);
 }
 
 // The device API's host side (nccl_device.h). Tidal has no device-initiated

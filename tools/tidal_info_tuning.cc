@@ -25,6 +25,7 @@ std::string ruleChoice(const tidal::AlgorithmChoice& rules, Collective c, size_t
                        const tidal::coll::Topology& topology, size_t chunkBytes) {
   using AR = tidal::AlgorithmChoice::AllReduce;
   using AG = tidal::AlgorithmChoice::AllGather;
+  using RS = tidal::AlgorithmChoice::ReduceScatter;
   switch (c) {
     case Collective::AllReduce:
       switch (rules.allReduce(bytes, chunkBytes, nranks, topology)) {
@@ -51,7 +52,15 @@ std::string ruleChoice(const tidal::AlgorithmChoice& rules, Collective c, size_t
       }
       break;
     case Collective::ReduceScatter:
-      return rules.hierarchicalReduceScatter(topology) ? "hier" : "ring";
+      switch (rules.reduceScatter(bytes / static_cast<size_t>(nranks), nranks, topology)) {
+        case RS::Ring:
+          return "ring";
+        case RS::Hierarchical:
+          return "hier";
+        case RS::Halving:
+          return "halving";
+      }
+      break;
     case Collective::Broadcast:
       return rules.treeBroadcast(bytes, nranks) ? "tree" : "chain";
     case Collective::Reduce:

@@ -282,6 +282,30 @@ typedef struct tidalConfig_v23000 {
         TIDAL_CONFIG_UNDEF_INT                                                          \
   }
 
+/* tidalGroupSimulateEnd ends a group as tidalGroupEnd does, but runs nothing:
+ * at the outermost level, simInfo->estimatedTime receives how long the group
+ * would take on this rank, in microseconds (NCCL's unit), as Tidal's tuner
+ * predicts it: every call's schedule, built for every rank as it would run,
+ * timed over the tuner's link model (docs/api.md; TIDAL_TUNER_FILE sets
+ * the links); communicators of one group overlap, so the longest counts. A
+ * Send/Recv group or AllToAllv is timed as if each peer did just the other
+ * side of this rank's part. Nothing is sent, no call is counted, and the
+ * group's calls are dropped. At an inner level it only closes that level and
+ * leaves estimatedTime as it was. A NULL simInfo, or one whose size or magic
+ * is not TIDAL_SIM_INFO_INITIALIZER's, is refused (tidalInvalidArgument) and
+ * the group stays open. */
+#define TIDAL_UNDEF_FLOAT (-1.0f)
+typedef struct tidalSimInfo_v22200 {
+  /* Set by TIDAL_SIM_INFO_INITIALIZER; do not change. */
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  float estimatedTime; /* out: microseconds */
+} tidalSimInfo_t;
+#define TIDAL_SIM_INFO_INITIALIZER \
+  { sizeof(tidalSimInfo_t), TIDAL_API_MAGIC, TIDAL_VERSION_CODE, TIDAL_UNDEF_FLOAT }
+TIDAL_API tidalResult_t tidalGroupSimulateEnd(tidalSimInfo_t* simInfo);
+
 /* tidalCommInitRank with a configuration (NULL: the defaults). With
  * config->blocking == 0 it returns tidalInProgress with *comm set at once;
  * tidalCommGetAsyncError(*comm) reports tidalInProgress until init has

@@ -37,7 +37,9 @@ AlgorithmChoice AlgorithmChoice::fromParams(int rank) {
   c.allReduce_ = readAlgorithm(rank, "TIDAL_ALLREDUCE_ALGO",
                                {"auto", "ring", "rd", "hier", "rabenseifner", "tree"});
   c.allGather_ = readAlgorithm(rank, "TIDAL_ALLGATHER_ALGO", {"auto", "ring", "hier", "bruck"});
-  c.reduceScatter_ = readAlgorithm(rank, "TIDAL_REDUCESCATTER_ALGO", {"auto", "ring", "hier"});
+  c.halvingReduceScatterMaxBytes_ = readBytes(rank, "TIDAL_REDUCESCATTER_HALVING_BYTES");
+  c.reduceScatter_ =
+      readAlgorithm(rank, "TIDAL_REDUCESCATTER_ALGO", {"auto", "ring", "hier", "halving"});
   c.tuner_ = readAlgorithm(rank, "TIDAL_TUNER", {"rules", "model"});
   c.allToAll_ = readFlatOrRounds(rank, "TIDAL_ALLTOALL_ALGO", "pairwise", "bruck",
                                  "TIDAL_ALLTOALL_BRUCK_BYTES");
@@ -114,6 +116,17 @@ AlgorithmChoice::AllGather AlgorithmChoice::allGather(size_t blockBytes, int nra
   if (allGather_ == "auto" && blockBytes <= bruckAllGatherMaxBytes_ && nranks >= kLogStepsMinRanks)
     return AllGather::Bruck;
   return AllGather::Ring;
+}
+
+AlgorithmChoice::ReduceScatter AlgorithmChoice::reduceScatter(
+    size_t blockBytes, int nranks, const coll::Topology& topology) const {
+  if (reduceScatter_ == "ring") return ReduceScatter::Ring;
+  if (reduceScatter_ == "halving") return ReduceScatter::Halving;
+  if (topology.hierarchical()) return ReduceScatter::Hierarchical;  // "hier" or auto
+  if (reduceScatter_ == "auto" && blockBytes <= halvingReduceScatterMaxBytes_ &&
+      nranks >= kLogStepsMinRanks)
+    return ReduceScatter::Halving;
+  return ReduceScatter::Ring;
 }
 
 }  // namespace tidal

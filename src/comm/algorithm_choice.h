@@ -1,8 +1,8 @@
 // Which algorithm a collective runs: the rules, and the settings that steer
 // them (TIDAL_ALLREDUCE_ALGO, TIDAL_ALLGATHER_ALGO, TIDAL_REDUCESCATTER_ALGO,
 // TIDAL_ALLREDUCE_RD_BYTES, TIDAL_ALLREDUCE_RABENSEIFNER_BYTES,
-// TIDAL_ALLGATHER_BRUCK_BYTES, TIDAL_ALLTOALL_ALGO, TIDAL_ALLTOALL_BRUCK_BYTES,
-// TIDAL_GATHER_ALGO, TIDAL_GATHER_TREE_BYTES, TIDAL_SCATTER_ALGO,
+// TIDAL_ALLGATHER_BRUCK_BYTES, TIDAL_REDUCESCATTER_HALVING_BYTES, TIDAL_ALLTOALL_ALGO,
+// TIDAL_ALLTOALL_BRUCK_BYTES, TIDAL_GATHER_ALGO, TIDAL_GATHER_TREE_BYTES, TIDAL_SCATTER_ALGO,
 // TIDAL_SCATTER_TREE_BYTES, TIDAL_BROADCAST_ALGO, TIDAL_BROADCAST_TREE_BYTES,
 // TIDAL_REDUCE_ALGO, TIDAL_REDUCE_TREE_BYTES, TIDAL_TUNER), read and checked
 // once per communicator.
@@ -14,6 +14,8 @@
 // kLogStepsMinRanks ranks, else the ring. AllGather: the hierarchical
 // schedule when ranks span equal hosts, Bruck for blocks up to
 // TIDAL_ALLGATHER_BRUCK_BYTES from kLogStepsMinRanks ranks, else the ring.
+// ReduceScatter likewise: hierarchical, recursive halving for blocks up to
+// TIDAL_REDUCESCATTER_HALVING_BYTES from kLogStepsMinRanks ranks, else the ring.
 // (Below 4 ranks the log-step schedules take as many steps as the ring, or
 // one more to fold a third rank in.) The double binary tree AllReduce is
 // only taken when forced (TIDAL_ALLREDUCE_ALGO=tree): on this project's
@@ -45,6 +47,7 @@ class AlgorithmChoice {
  public:
   enum class AllReduce { Ring, RecursiveDoubling, Hierarchical, Rabenseifner, DoubleBinaryTree };
   enum class AllGather { Ring, Hierarchical, Bruck };
+  enum class ReduceScatter { Ring, Hierarchical, Halving };
   // Under auto, fewer ranks keep the ring for AllReduce (beyond recursive
   // doubling) and AllGather.
   static constexpr int kLogStepsMinRanks = 4;
@@ -67,9 +70,8 @@ class AlgorithmChoice {
                       const coll::Topology& topology) const;
   // Block bytes: what each rank contributes.
   AllGather allGather(size_t blockBytes, int nranks, const coll::Topology& topology) const;
-  bool hierarchicalReduceScatter(const coll::Topology& topology) const {
-    return reduceScatter_ != "ring" && topology.hierarchical();
-  }
+  // Block bytes: what each rank receives.
+  ReduceScatter reduceScatter(size_t blockBytes, int nranks, const coll::Topology& topology) const;
   // Block bytes: per peer (AllToAll), per rank (Gather, Scatter).
   bool bruckAllToAll(size_t blockBytes, int nranks) const {
     return allToAll_.logRounds(blockBytes, nranks);
@@ -110,6 +112,7 @@ class AlgorithmChoice {
   size_t rdMaxBytes_ = 0;
   size_t rabenseifnerMaxBytes_ = 0;
   size_t bruckAllGatherMaxBytes_ = 0;
+  size_t halvingReduceScatterMaxBytes_ = 0;
   std::string allReduce_ = "auto";
   std::string allGather_ = "auto";
   std::string reduceScatter_ = "auto";

@@ -3,6 +3,7 @@
 // work is the communicator's (communicator.h) and the group's (group.h).
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "comm/api_guard.h"
@@ -185,6 +186,27 @@ tidalResult_t tidalGroupStart(void) {
 
 tidalResult_t tidalGroupEnd(void) {
   return guarded(nullptr, [] { group::end(); });
+}
+
+tidalResult_t tidalGroupSimulateEnd(tidalSimInfo_t* simInfo) {
+  constexpr const char* fn = "tidalGroupSimulateEnd";
+  return guarded(nullptr, [&] {
+    if (!simInfo) {
+      fail(tidalInvalidArgument,
+           "{}: simInfo is NULL; pass a tidalSimInfo_t set to TIDAL_SIM_INFO_INITIALIZER (the "
+           "group stays open)",
+           fn);
+    }
+    if (simInfo->size != sizeof(tidalSimInfo_t) || simInfo->magic != TIDAL_API_MAGIC) {
+      fail(tidalInvalidArgument,
+           "{}: simInfo has size {} and magic {:#x}, where TIDAL_SIM_INFO_INITIALIZER sets {} "
+           "and {:#x}; initialize it with TIDAL_SIM_INFO_INITIALIZER (the group stays open)",
+           fn, simInfo->size, simInfo->magic, sizeof(tidalSimInfo_t), TIDAL_API_MAGIC);
+    }
+    if (const std::optional<double> micros = group::simulateEnd()) {
+      simInfo->estimatedTime = static_cast<float>(*micros);
+    }
+  });
 }
 
 tidalResult_t tidalCommSplit(tidalComm_t comm, int color, int key, tidalComm_t* newcomm,

@@ -10,9 +10,11 @@
 #include <thread>
 #include <type_traits>
 
+#include "collectives/any_rank.h"
 #include "comm/host_identity.h"
 #include "comm/rank_placement.h"
 #include "comm/schedule_settings.h"
+#include "comm/simulation.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -21,6 +23,7 @@
 #include "reduce/reduce.h"
 #include "tuner/link_model.h"
 #include "tuner/model_picks.h"
+#include "tuner/schedule_time.h"
 
 namespace tidal {
 
@@ -105,6 +108,7 @@ void Communicator::connect(const UniqueId& id) {
   placement_ = placeRank(*bootstrap_, rank_, nranks_, /*askCuda=*/!devices_);
   engine_ = std::make_unique<Engine>(rank_, engineOptions);
   if (nranks_ > 1) connectPeers();
+  if (hostOfRank_.empty()) hostOfRank_.assign(static_cast<size_t>(nranks_), "this host");
   connectDevices();
   barrierBuffer_.assign(static_cast<size_t>(nranks_), 0);
   TIDAL_INFO(Init,
@@ -134,6 +138,7 @@ void Communicator::connectPeers() {
     sendPeers.insert(p);
     recvPeers.insert(p);
   }
+  hostOfRank_ = hostOfRank;
   topology_ = coll::Topology::fromHostKeys(hostOfRank, rank_);
   chooseSpinMode(static_cast<int>(
       std::count(hostOfRank.begin(), hostOfRank.end(), hostOfRank[static_cast<size_t>(rank_)])));
@@ -158,15 +163,10 @@ void Communicator::useTunerModel(const std::vector<std::string>& hostOfRank) {
                rank_, nranks_, tuner::ModelPicks::kMaxRanks);
     return;
   }
-  // Host names to small ids, in order of first appearance (equal on every rank).
-  std::vector<int> hostIds;
-  for (const auto& h : hostOfRank) {
-    const auto first = std::find(hostOfRank.begin(), hostOfRank.end(), h);
-    hostIds.push_back(static_cast<int>(first - hostOfRank.begin()));
-  }
   const auto start = std::chrono::steady_clock::now();
-  algorithms_.useModel(std::make_shared<const tuner::ModelPicks>(tuner::ModelPicks::compute(
-      hostIds, engine_->options().chunkBytes, tuner::LinkModel::fromParams())));
+  algorithms_.useModel(std::make_shared<const tuner::ModelPicks>(
+      tuner::ModelPicks::compute(tuner::hostIdsOf(hostOfRank), engine_->options().chunkBytes,
+                                 tuner::LinkModel::fromParams())));
   TIDAL_INFO(Init, "rank {}: TIDAL_TUNER=model: the model's picks for {} ranks took {} ms", rank_,
              nranks_,
              std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -287,6 +287,15 @@ template <typename Build, typename Prepare>
 void Communicator::execute(const char* what, std::optional<CallCheck> check,
                            const ScheduleCache::Key& key, const void* sendbuff, void* recvbuff,
                            const CallMemory& memory, Build&& build, Prepare&& prepare) {
+  if constexpr (!std::is_invocable_v<Build>) {
+    // Built per call (AllToAllv, a Send/Recv group): only this rank's part
+    // is known, so the simulation times it against peers that mirror it.
+    if (simulation::Recording* recording = simulation::recordingFor(this)) {
+      std::vector<uint64_t> sizes;
+      recording->calls.push_back(tuner::withMirroredPeers(build(sizes), rank_, nranks_));
+      return;
+    }
+  }
   const std::unique_lock lock = enterCall(what);
   prepare();
   // Every checked collective is numbered, host or device buffers, so that a
@@ -305,6 +314,22 @@ void Communicator::execute(const char* what, std::optional<CallCheck> check,
     throw;
   }
   recorder_->end(recorded, memory.kind == MemoryKind::Cuda, {});
+}
+
+template <typename AnyRank>
+void Communicator::collective(const char* what, std::optional<CallCheck> check,
+                              const ScheduleCache::Key& key, const coll::CollectiveArgs& a,
+                              const void* sendbuff, void* recvbuff, const CallMemory& memory,
+                              AnyRank&& build) {
+  if (simulation::Recording* recording = simulation::recordingFor(this)) {
+    std::vector<coll::Topology> topologies;
+    for (int r = 0; r < nranks_; ++r) {
+      topologies.push_back(coll::Topology::fromHostKeys(hostOfRank_, r));
+    }
+    recording->calls.push_back(coll::everyRank(build, a, topologies));
+    return;
+  }
+  execute(what, check, key, sendbuff, recvbuff, memory, [&] { return build(a, topology_); });
 }
 
 template <typename Build>
@@ -384,7 +409,8 @@ enum Collective : int {
   kReduceTree,
   kAllReduceRabenseifner,
   kAllGatherBruck,
-  kAllReduceDoubleBinaryTree
+  kAllReduceDoubleBinaryTree,
+  kReduceScatterHalving
 };
 
 void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
@@ -396,29 +422,29 @@ void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
   switch (algorithms_.allReduce(count * typeSize(type), engine_->options().chunkBytes, nranks_,
                                 topology_)) {
     case AlgorithmChoice::AllReduce::RecursiveDoubling:
-      execute("AllReduce", sign(CallKind::AllReduce, count, type, op, CallSignature::kNone),
-              key(kAllReduceRecursiveDoubling), sendbuff, recvbuff, memory,
-              [&] { return coll::recursiveDoublingAllReduce(a); });
+      collective("AllReduce", sign(CallKind::AllReduce, count, type, op, CallSignature::kNone),
+                 key(kAllReduceRecursiveDoubling), a, sendbuff, recvbuff, memory,
+                 coll::flat<coll::recursiveDoublingAllReduce>);
       break;
     case AlgorithmChoice::AllReduce::Hierarchical:
-      execute("AllReduce", sign(CallKind::AllReduce, count, type, op, CallSignature::kNone),
-              key(kAllReduceHierarchical), sendbuff, recvbuff, memory,
-              [&] { return coll::hierarchicalAllReduce(a, topology_); });
+      collective("AllReduce", sign(CallKind::AllReduce, count, type, op, CallSignature::kNone),
+                 key(kAllReduceHierarchical), a, sendbuff, recvbuff, memory,
+                 coll::withHosts<coll::hierarchicalAllReduce>);
       break;
     case AlgorithmChoice::AllReduce::Rabenseifner:
-      execute("AllReduce", sign(CallKind::AllReduce, count, type, op, CallSignature::kNone),
-              key(kAllReduceRabenseifner), sendbuff, recvbuff, memory,
-              [&] { return coll::rabenseifnerAllReduce(a); });
+      collective("AllReduce", sign(CallKind::AllReduce, count, type, op, CallSignature::kNone),
+                 key(kAllReduceRabenseifner), a, sendbuff, recvbuff, memory,
+                 coll::flat<coll::rabenseifnerAllReduce>);
       break;
     case AlgorithmChoice::AllReduce::DoubleBinaryTree:
-      execute("AllReduce", sign(CallKind::AllReduce, count, type, op, CallSignature::kNone),
-              key(kAllReduceDoubleBinaryTree), sendbuff, recvbuff, memory,
-              [&] { return coll::doubleBinaryTreeAllReduce(a); });
+      collective("AllReduce", sign(CallKind::AllReduce, count, type, op, CallSignature::kNone),
+                 key(kAllReduceDoubleBinaryTree), a, sendbuff, recvbuff, memory,
+                 coll::flat<coll::doubleBinaryTreeAllReduce>);
       break;
     case AlgorithmChoice::AllReduce::Ring:
-      execute("AllReduce", sign(CallKind::AllReduce, count, type, op, CallSignature::kNone),
-              key(kAllReduceRing), sendbuff, recvbuff, memory,
-              [&] { return coll::ringAllReduce(a); });
+      collective("AllReduce", sign(CallKind::AllReduce, count, type, op, CallSignature::kNone),
+                 key(kAllReduceRing), a, sendbuff, recvbuff, memory,
+                 coll::flat<coll::ringAllReduce>);
       break;
   }
 }
@@ -435,16 +461,16 @@ void Communicator::allGather(const void* sendbuff, void* recvbuff, size_t sendco
   };
   switch (algorithms_.allGather(sendcount * typeSize(type), nranks_, topology_)) {
     case AlgorithmChoice::AllGather::Hierarchical:
-      execute("AllGather", signature, key(kAllGatherHierarchical), sendbuff, recvbuff, memory,
-              [&] { return coll::hierarchicalAllGather(a, topology_); });
+      collective("AllGather", signature, key(kAllGatherHierarchical), a, sendbuff, recvbuff, memory,
+                 coll::withHosts<coll::hierarchicalAllGather>);
       break;
     case AlgorithmChoice::AllGather::Bruck:
-      execute("AllGather", signature, key(kAllGatherBruck), sendbuff, recvbuff, memory,
-              [&] { return coll::bruckAllGather(a); });
+      collective("AllGather", signature, key(kAllGatherBruck), a, sendbuff, recvbuff, memory,
+                 coll::flat<coll::bruckAllGather>);
       break;
     case AlgorithmChoice::AllGather::Ring:
-      execute("AllGather", signature, key(kAllGather), sendbuff, recvbuff, memory,
-              [&] { return coll::ringAllGather(a); });
+      collective("AllGather", signature, key(kAllGather), a, sendbuff, recvbuff, memory,
+                 coll::flat<coll::ringAllGather>);
       break;
   }
 }
@@ -454,35 +480,47 @@ void Communicator::reduceScatter(const void* sendbuff, void* recvbuff, size_t re
   const char* mySlot =
       static_cast<const char*>(sendbuff) + static_cast<size_t>(rank_) * recvcount * typeSize(type);
   const auto a = args(recvcount, type, op, 0, recvbuff == mySlot);
-  if (algorithms_.hierarchicalReduceScatter(topology_)) {
-    execute("ReduceScatter",
-            sign(CallKind::ReduceScatter, recvcount, type, op, CallSignature::kNone),
-            {kReduceScatterHierarchical, recvcount, type, op, 0, a.inPlace}, sendbuff, recvbuff,
-            memory, [&] { return coll::hierarchicalReduceScatter(a, topology_); });
-    return;
+  const auto signature = sign(CallKind::ReduceScatter, recvcount, type, op, CallSignature::kNone);
+  const auto key = [&](int collective) {
+    return ScheduleCache::Key{collective, recvcount, type, op, 0, a.inPlace};
+  };
+  switch (algorithms_.reduceScatter(recvcount * typeSize(type), nranks_, topology_)) {
+    case AlgorithmChoice::ReduceScatter::Hierarchical:
+      collective("ReduceScatter", signature, key(kReduceScatterHierarchical), a, sendbuff, recvbuff,
+                 memory, coll::withHosts<coll::hierarchicalReduceScatter>);
+      break;
+    case AlgorithmChoice::ReduceScatter::Halving:
+      collective("ReduceScatter", signature, key(kReduceScatterHalving), a, sendbuff, recvbuff,
+                 memory, coll::flat<coll::halvingReduceScatter>);
+      break;
+    case AlgorithmChoice::ReduceScatter::Ring:
+      collective("ReduceScatter", signature, key(kReduceScatter), a, sendbuff, recvbuff, memory,
+                 coll::flat<coll::ringReduceScatter>);
+      break;
   }
-  execute("ReduceScatter", sign(CallKind::ReduceScatter, recvcount, type, op, CallSignature::kNone),
-          {kReduceScatter, recvcount, type, op, 0, a.inPlace}, sendbuff, recvbuff, memory,
-          [&] { return coll::ringReduceScatter(a); });
 }
 
 void Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
                              tidalDataType_t type, int root, const CallMemory& memory) {
   const auto a = args(count, type, tidalSum, root, sendbuff == recvbuff);
   const bool tree = algorithms_.treeBroadcast(count * typeSize(type), nranks_);
-  execute("Broadcast", sign(CallKind::Broadcast, count, type, CallSignature::kNone, root),
-          {tree ? kBroadcastTree : kBroadcast, count, type, tidalSum, root, a.inPlace}, sendbuff,
-          recvbuff, memory,
-          [&] { return tree ? coll::binomialBroadcast(a) : coll::chainBroadcast(a); });
+  collective("Broadcast", sign(CallKind::Broadcast, count, type, CallSignature::kNone, root),
+             {tree ? kBroadcastTree : kBroadcast, count, type, tidalSum, root, a.inPlace}, a,
+             sendbuff, recvbuff, memory,
+             [tree](const coll::CollectiveArgs& x, const coll::Topology&) {
+               return tree ? coll::binomialBroadcast(x) : coll::chainBroadcast(x);
+             });
 }
 
 void Communicator::reduce(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type,
                           tidalRedOp_t op, int root, const CallMemory& memory) {
   const auto a = args(count, type, op, root, sendbuff == recvbuff);
   const bool tree = algorithms_.treeReduce(count * typeSize(type), nranks_);
-  execute("Reduce", sign(CallKind::Reduce, count, type, op, root),
-          {tree ? kReduceTree : kReduce, count, type, op, root, a.inPlace}, sendbuff, recvbuff,
-          memory, [&] { return tree ? coll::binomialReduce(a) : coll::chainReduce(a); });
+  collective("Reduce", sign(CallKind::Reduce, count, type, op, root),
+             {tree ? kReduceTree : kReduce, count, type, op, root, a.inPlace}, a, sendbuff,
+             recvbuff, memory, [tree](const coll::CollectiveArgs& x, const coll::Topology&) {
+               return tree ? coll::binomialReduce(x) : coll::chainReduce(x);
+             });
 }
 
 void Communicator::barrier(const CallMemory& memory) {
@@ -493,27 +531,27 @@ void Communicator::barrier(const CallMemory& memory) {
   const auto a = args(barrierBuffer_.size(), tidalUint8, tidalMax, 0, true);
   void* bytes = barrierBuffer_.data();
   if (memory.kind == MemoryKind::Cuda && device_) bytes = device_->barrierBuffer();
-  execute(
+  collective(
       "Barrier",
       sign(CallKind::Barrier, 0, CallSignature::kNone, CallSignature::kNone, CallSignature::kNone),
-      {kBarrier, a.count, a.type, a.op, 0, true}, bytes, bytes, memory,
-      [&] { return coll::disseminationBarrier(a); });
+      {kBarrier, a.count, a.type, a.op, 0, true}, a, bytes, bytes, memory,
+      coll::flat<coll::disseminationBarrier>);
 }
 
 void Communicator::allToAll(const void* sendbuff, void* recvbuff, size_t count,
                             tidalDataType_t type, const CallMemory& memory) {
   const auto a = args(count, type, tidalSum, 0, sendbuff == recvbuff);
   if (algorithms_.bruckAllToAll(count * typeSize(type), nranks_)) {
-    execute("AllToAll",
-            sign(CallKind::AllToAll, count, type, CallSignature::kNone, CallSignature::kNone),
-            {kAllToAllBruck, count, type, tidalSum, 0, a.inPlace}, sendbuff, recvbuff, memory,
-            [&] { return coll::bruckAllToAll(a); });
+    collective("AllToAll",
+               sign(CallKind::AllToAll, count, type, CallSignature::kNone, CallSignature::kNone),
+               {kAllToAllBruck, count, type, tidalSum, 0, a.inPlace}, a, sendbuff, recvbuff, memory,
+               coll::flat<coll::bruckAllToAll>);
     return;
   }
-  execute("AllToAll",
-          sign(CallKind::AllToAll, count, type, CallSignature::kNone, CallSignature::kNone),
-          {kAllToAll, count, type, tidalSum, 0, a.inPlace}, sendbuff, recvbuff, memory,
-          [&] { return coll::pairwiseAllToAll(a); });
+  collective("AllToAll",
+             sign(CallKind::AllToAll, count, type, CallSignature::kNone, CallSignature::kNone),
+             {kAllToAll, count, type, tidalSum, 0, a.inPlace}, a, sendbuff, recvbuff, memory,
+             coll::flat<coll::pairwiseAllToAll>);
 }
 
 void Communicator::allToAllv(const void* sendbuff, void* recvbuff,
@@ -533,14 +571,14 @@ void Communicator::gather(const void* sendbuff, void* recvbuff, size_t count, ti
                                                         block * static_cast<size_t>(root);
   const auto a = args(count, type, tidalSum, root, inPlace);
   if (algorithms_.treeGather(block, nranks_)) {
-    execute("Gather", sign(CallKind::Gather, count, type, CallSignature::kNone, root),
-            {kGatherTree, count, type, tidalSum, root, inPlace}, sendbuff, recvbuff, memory,
-            [&] { return coll::binomialGather(a); });
+    collective("Gather", sign(CallKind::Gather, count, type, CallSignature::kNone, root),
+               {kGatherTree, count, type, tidalSum, root, inPlace}, a, sendbuff, recvbuff, memory,
+               coll::flat<coll::binomialGather>);
     return;
   }
-  execute("Gather", sign(CallKind::Gather, count, type, CallSignature::kNone, root),
-          {kGather, count, type, tidalSum, root, inPlace}, sendbuff, recvbuff, memory,
-          [&] { return coll::directGather(a); });
+  collective("Gather", sign(CallKind::Gather, count, type, CallSignature::kNone, root),
+             {kGather, count, type, tidalSum, root, inPlace}, a, sendbuff, recvbuff, memory,
+             coll::flat<coll::directGather>);
 }
 
 void Communicator::scatter(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type,
@@ -550,14 +588,14 @@ void Communicator::scatter(const void* sendbuff, void* recvbuff, size_t count, t
                                                         block * static_cast<size_t>(root);
   const auto a = args(count, type, tidalSum, root, inPlace);
   if (algorithms_.treeScatter(block, nranks_)) {
-    execute("Scatter", sign(CallKind::Scatter, count, type, CallSignature::kNone, root),
-            {kScatterTree, count, type, tidalSum, root, inPlace}, sendbuff, recvbuff, memory,
-            [&] { return coll::binomialScatter(a); });
+    collective("Scatter", sign(CallKind::Scatter, count, type, CallSignature::kNone, root),
+               {kScatterTree, count, type, tidalSum, root, inPlace}, a, sendbuff, recvbuff, memory,
+               coll::flat<coll::binomialScatter>);
     return;
   }
-  execute("Scatter", sign(CallKind::Scatter, count, type, CallSignature::kNone, root),
-          {kScatter, count, type, tidalSum, root, inPlace}, sendbuff, recvbuff, memory,
-          [&] { return coll::directScatter(a); });
+  collective("Scatter", sign(CallKind::Scatter, count, type, CallSignature::kNone, root),
+             {kScatter, count, type, tidalSum, root, inPlace}, a, sendbuff, recvbuff, memory,
+             coll::flat<coll::directScatter>);
 }
 
 void Communicator::pointToPoint(const coll::P2pOp& op, const CallMemory& memory) {

@@ -67,12 +67,22 @@ class Communicator {
               const CallMemory& memory = {});
   void scatter(const void* sendbuff, void* recvbuff, size_t count, tidalDataType_t type, int root,
                const CallMemory& memory = {});
-  // A group's point-to-point operations on this communicator, all at once.
-  // A group's Send/Recv on this communicator, all on `memory` (one kind, one stream).
+  // A group's Send/Recv on this communicator, all at once, all on `memory` (one kind, one stream).
   void pointToPoint(const std::vector<coll::P2pOp>& ops, const CallMemory& memory);
   // One Send or Recv outside a group: on host buffers with another rank, a
   // cached schedule (no build per call), otherwise a group of one.
   void pointToPoint(const coll::P2pOp& op, const CallMemory& memory);
+
+  // tidalGroupSimulateEnd (group.h, simulation.cc): how long `calls` (a
+  // group's collectives on this communicator, in order) and then `p2p` (its
+  // Send/Recv, one schedule) would take, in microseconds, were they run now.
+  // Nothing runs and nothing is sent. Each call's schedule is built for
+  // every rank, as this communicator would run it, and timed by the tuner's
+  // model (src/tuner/schedule_time.h; TIDAL_TUNER_FILE sets its links); a
+  // Send/Recv group or an AllToAllv, whose peers' parts only they know, is
+  // timed with each peer doing just the other side of this rank's.
+  double simulate(const std::vector<std::function<void()>>& calls,
+                  const std::vector<coll::P2pOp>& p2p, const CallMemory& p2pMemory);
 
   // tidalCommSplit (collective over this communicator): ranks of the same
   // color >= 0 form a new communicator, ordered by (key, rank here); a
@@ -177,6 +187,14 @@ class Communicator {
       const char* what, std::optional<CallCheck> check, const ScheduleCache::Key& key,
       const void* sendbuff, void* recvbuff, const CallMemory& memory, Build&& build,
       Prepare&& prepare = [] {});
+  // A collective: execute() with this rank's schedule from `build`, an
+  // AnyRankBuilder (collectives/any_rank.h) given `a` and topology_; while
+  // the communicator simulates (simulate()), every rank's schedule from it
+  // is recorded instead and nothing runs.
+  template <typename AnyRank>
+  void collective(const char* what, std::optional<CallCheck> check, const ScheduleCache::Key& key,
+                  const coll::CollectiveArgs& a, const void* sendbuff, void* recvbuff,
+                  const CallMemory& memory, AnyRank&& build);
   // execute()'s run, between the flight recorder's begin and end.
   template <typename Build>
   void runRecorded(const char* what, std::optional<CallCheck>& check, const ScheduleCache::Key& key,
@@ -217,6 +235,8 @@ class Communicator {
   AlgorithmChoice algorithms_;
   std::string busyPollMode_ = "auto";
   coll::Topology topology_;
+  // Every rank's host key (links.h), by rank: what topology_ was made from.
+  std::vector<std::string> hostOfRank_;
   std::unique_ptr<Engine> engine_;
   ScheduleCache schedules_;  // used only under opMutex_
   std::vector<uint8_t> barrierBuffer_;

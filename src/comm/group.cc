@@ -1,5 +1,6 @@
 #include "comm/group.h"
 
+#include <algorithm>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -90,23 +91,42 @@ void noteFailure(tidalResult_t code, const std::string& text) {
   state.failureText = text;
 }
 
-void end() {
+namespace {
+
+// A group taken out of the thread's state: its work, and what must live
+// until that work has run (keepAlive).
+struct Taken {
+  std::vector<CommWork> work;
+  std::vector<std::shared_ptr<void>> kept;
+};
+
+// Leaves one level. At the outermost, takes the group out of the thread's
+// state (the calls run from it may start groups of their own) and returns
+// it, or throws the failure of a call inside it.
+std::optional<Taken> leave(const char* fn) {
   if (state.depth == 0) {
     fail(tidalInvalidUsage,
-         "tidalGroupEnd: no group is open on this thread (tidalGroupStart "
-         "was not called, or its group has already ended)");
+         "{}: no group is open on this thread (tidalGroupStart was not called, or its group has "
+         "already ended)",
+         fn);
   }
-  if (--state.depth > 0) return;
-  // Taken out of the thread's state first: the calls below may start groups of their own.
-  std::vector<CommWork> work = std::move(state.work);
-  const std::vector<std::shared_ptr<void>> kept = std::move(state.kept);
+  if (--state.depth > 0) return std::nullopt;
+  Taken taken{std::move(state.work), std::move(state.kept)};
   const tidalResult_t failure = state.failure;
   const std::string failureText = std::move(state.failureText);
   state = State{};
   if (failure != tidalSuccess) {
-    fail(failure, "tidalGroupEnd: nothing in the group ran, because a call in it failed: {}",
-         failureText);
+    fail(failure, "{}: nothing in the group ran, because a call in it failed: {}", fn, failureText);
   }
+  return taken;
+}
+
+}  // namespace
+
+void end() {
+  std::optional<Taken> taken = leave("tidalGroupEnd");
+  if (!taken) return;
+  std::vector<CommWork>& work = taken->work;
   if (work.size() == 1) {
     runShare(work[0]);
     return;
@@ -128,6 +148,21 @@ void end() {
   for (auto& t : threads) t.join();
   for (auto& e : errors)
     if (e) throw *e;
+}
+
+std::optional<double> simulateEnd() {
+  std::optional<Taken> taken = leave("tidalGroupSimulateEnd");
+  if (!taken) return std::nullopt;
+  double longest = 0;
+  for (CommWork& w : taken->work) {
+    try {
+      longest = std::max(longest, w.comm->simulate(w.collectives, w.p2p, w.p2pMemory));
+    } catch (const Error& e) {
+      w.comm->setLastError(e.what());
+      throw;
+    }
+  }
+  return longest;
 }
 
 }  // namespace tidal::group

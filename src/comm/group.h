@@ -17,6 +17,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "collectives/schedule.h"
@@ -43,5 +44,11 @@ void keepAlive(std::shared_ptr<void> object);
 void noteFailure(tidalResult_t code, const std::string& text);
 // Leaves one level; the outermost runs the group. Throws the first error.
 void end();
+// tidalGroupSimulateEnd: leaves one level like end(), but the outermost runs
+// nothing: it returns how long the group would take, in microseconds
+// (Communicator::simulate; communicators' shares overlap, as they run on
+// threads of their own, so the longest share counts). nullopt at an inner
+// level. Throws what end() would for a failed call inside the group.
+std::optional<double> simulateEnd();
 
 }  // namespace tidal::group

@@ -10,12 +10,13 @@ namespace tidal {
 
 namespace {
 
-constexpr std::array<const char*, 23> kNames = {
+constexpr std::array<const char*, 24> kNames = {
     "TIDAL_CHUNK_SIZE",
     "TIDAL_STAGING_SLOTS",
     "TIDAL_ALLREDUCE_RD_BYTES",
     "TIDAL_ALLREDUCE_RABENSEIFNER_BYTES",
     "TIDAL_ALLGATHER_BRUCK_BYTES",
+    "TIDAL_REDUCESCATTER_HALVING_BYTES",
     "TIDAL_TUNER",
     "TIDAL_TUNER_FILE",
     "TIDAL_ALLREDUCE_ALGO",

@@ -90,7 +90,8 @@ const std::vector<Definition>& definitions() {
        "AllGather algorithm: auto (hier when ranks span equal hosts, bruck for small blocks, else "
        "ring), ring, hier, bruck (log2 n rounds)."},
       {"TIDAL_REDUCESCATTER_ALGO", Kind::String, "auto",
-       "ReduceScatter algorithm: auto (hier when ranks span equal hosts, else ring), ring, hier."},
+       "ReduceScatter algorithm: auto (hier when ranks span equal hosts, halving for small blocks, "
+       "else ring), ring, hier, halving (recursive halving, log2 n steps)."},
       {"TIDAL_ALLREDUCE_RD_BYTES", Kind::Int, "65536",
        "AllReduce of at most this many bytes uses recursive doubling (latency) instead of the "
        "ring."},
@@ -105,6 +106,9 @@ const std::vector<Definition>& definitions() {
       {"TIDAL_ALLGATHER_BRUCK_BYTES", Kind::Int, "8192",
        "AllGather of at most this many bytes per rank uses Bruck (auto, from 4 ranks, one host "
        "or uneven hosts)."},
+      {"TIDAL_REDUCESCATTER_HALVING_BYTES", Kind::Int, "65536",
+       "ReduceScatter of at most this many bytes per rank uses recursive halving (auto, from 4 "
+       "ranks, one host or uneven hosts)."},
       {"TIDAL_ALLTOALL_ALGO", Kind::String, "auto",
        "AllToAll algorithm: auto, pairwise (staggered exchange), bruck (log2 n rounds)."},
       {"TIDAL_ALLTOALL_BRUCK_BYTES", Kind::Int, "1024",

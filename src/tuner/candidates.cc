@@ -1,7 +1,6 @@
 #include "tuner/candidates.h"
 
-#include <functional>
-
+#include "collectives/any_rank.h"
 #include "collectives/double_binary_tree.h"
 #include "collectives/schedule.h"
 #include "core/error.h"
@@ -27,43 +26,36 @@ const char* collectiveName(Collective c) {
 
 namespace {
 
-using Builder = std::function<coll::Schedule(const coll::CollectiveArgs&, const coll::Topology&)>;
-
 struct Candidate {
   const char* name;
-  Builder build;
+  coll::AnyRankBuilder build;
   bool hierarchical = false;  // applies only where hosts have equal rank counts
   bool oneChunk = false;      // applies only to messages of at most one chunk
 };
 
-template <coll::Schedule (*F)(const coll::CollectiveArgs&)>
-Builder flat() {
-  return [](const coll::CollectiveArgs& a, const coll::Topology&) { return F(a); };
-}
-template <coll::Schedule (*F)(const coll::CollectiveArgs&, const coll::Topology&)>
-Builder withHosts() {
-  return [](const coll::CollectiveArgs& a, const coll::Topology& t) { return F(a, t); };
-}
+using coll::flat;
+using coll::withHosts;
 
 std::vector<Candidate> candidates(Collective c) {
   switch (c) {
     case Collective::AllReduce:
-      return {{"ring", flat<coll::ringAllReduce>()},
-              {"rd", flat<coll::recursiveDoublingAllReduce>(), false, true},
-              {"rabenseifner", flat<coll::rabenseifnerAllReduce>()},
-              {"tree", flat<coll::doubleBinaryTreeAllReduce>()},
-              {"hier", withHosts<coll::hierarchicalAllReduce>(), true}};
+      return {{"ring", flat<coll::ringAllReduce>},
+              {"rd", flat<coll::recursiveDoublingAllReduce>, false, true},
+              {"rabenseifner", flat<coll::rabenseifnerAllReduce>},
+              {"tree", flat<coll::doubleBinaryTreeAllReduce>},
+              {"hier", withHosts<coll::hierarchicalAllReduce>, true}};
     case Collective::AllGather:
-      return {{"ring", flat<coll::ringAllGather>()},
-              {"bruck", flat<coll::bruckAllGather>()},
-              {"hier", withHosts<coll::hierarchicalAllGather>(), true}};
+      return {{"ring", flat<coll::ringAllGather>},
+              {"bruck", flat<coll::bruckAllGather>},
+              {"hier", withHosts<coll::hierarchicalAllGather>, true}};
     case Collective::ReduceScatter:
-      return {{"ring", flat<coll::ringReduceScatter>()},
-              {"hier", withHosts<coll::hierarchicalReduceScatter>(), true}};
+      return {{"ring", flat<coll::ringReduceScatter>},
+              {"halving", flat<coll::halvingReduceScatter>},
+              {"hier", withHosts<coll::hierarchicalReduceScatter>, true}};
     case Collective::Broadcast:
-      return {{"chain", flat<coll::chainBroadcast>()}, {"tree", flat<coll::binomialBroadcast>()}};
+      return {{"chain", flat<coll::chainBroadcast>}, {"tree", flat<coll::binomialBroadcast>}};
     case Collective::Reduce:
-      return {{"chain", flat<coll::chainReduce>()}, {"tree", flat<coll::binomialReduce>()}};
+      return {{"chain", flat<coll::chainReduce>}, {"tree", flat<coll::binomialReduce>}};
   }
   return {};
 }
@@ -90,21 +82,20 @@ std::vector<Estimate> estimateOnHosts(Collective c, size_t bytes, const std::vec
   const size_t count = blocks ? bytes / static_cast<size_t>(nranks) : bytes;
   std::vector<std::string> keys;
   for (const int h : hostOf) keys.push_back("h" + std::to_string(h));
-  const bool hierarchical = coll::Topology::fromHostKeys(keys, 0).hierarchical();
+  // Each rank's view of the hosts, made once for every candidate (only the
+  // hierarchical ones read it).
+  std::vector<coll::Topology> topologies;
+  for (int r = 0; r < nranks; ++r) topologies.push_back(coll::Topology::fromHostKeys(keys, r));
+  const bool hierarchical = topologies[0].hierarchical();
+  const coll::CollectiveArgs args{0, nranks, count, tidalUint8, tidalSum, 0, chunkBytes, false};
   std::vector<Estimate> out;
   for (const Candidate& cand : candidates(c)) {
     if ((cand.oneChunk && bytes > chunkBytes) || (cand.hierarchical && !hierarchical)) {
       out.push_back({cand.name, false, 0});
       continue;
     }
-    std::vector<coll::Schedule> ss;
-    ss.reserve(static_cast<size_t>(nranks));
-    for (int r = 0; r < nranks; ++r) {
-      const coll::CollectiveArgs a{r, nranks, count, tidalUint8, tidalSum, 0, chunkBytes, false};
-      ss.push_back(cand.build(
-          a, cand.hierarchical ? coll::Topology::fromHostKeys(keys, r) : coll::Topology{}));
-    }
-    out.push_back({cand.name, true, predictMicros(ss, hostOf, model)});
+    out.push_back({cand.name, true,
+                   predictMicros(coll::everyRank(cand.build, args, topologies), hostOf, model)});
   }
   return out;
 }

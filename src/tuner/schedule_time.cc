@@ -140,4 +140,30 @@ double predictMicros(const std::vector<coll::Schedule>& ss, const std::vector<in
   return end;
 }
 
+std::vector<int> hostIdsOf(const std::vector<std::string>& keys) {
+  std::vector<int> ids;
+  ids.reserve(keys.size());
+  for (const auto& key : keys) {
+    ids.push_back(static_cast<int>(std::find(keys.begin(), keys.end(), key) - keys.begin()));
+  }
+  return ids;
+}
+
+std::vector<coll::Schedule> withMirroredPeers(const coll::Schedule& mine, int rank, int nranks) {
+  std::vector<coll::Schedule> all(static_cast<size_t>(nranks));
+  for (const coll::SendOp& send : mine.sends) {
+    if (send.peer == rank) continue;  // its own receive is in `mine`
+    coll::RecvOp recv{};
+    recv.peer = rank;
+    recv.bytes = send.bytes;
+    all.at(static_cast<size_t>(send.peer)).recvs.push_back(recv);
+  }
+  for (const coll::RecvOp& recv : mine.recvs) {
+    if (recv.peer == rank) continue;
+    all.at(static_cast<size_t>(recv.peer)).sends.push_back({rank, {}, recv.bytes, -1});
+  }
+  all.at(static_cast<size_t>(rank)) = mine;
+  return all;
+}
+
 }  // namespace tidal::tuner

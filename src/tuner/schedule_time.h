@@ -20,6 +20,7 @@
 // overhead (part of alpha).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "collectives/schedule.h"
@@ -32,5 +33,16 @@ namespace tidal::tuner {
 // match (a message nobody receives) or deadlock.
 double predictMicros(const std::vector<coll::Schedule>& schedules,
                      const std::vector<int>& hostOfRank, const LinkModel& model);
+
+// Host keys (one per rank, equal keys for ranks of one host) as the small
+// ids hostOfRank above takes: each key's first rank.
+std::vector<int> hostIdsOf(const std::vector<std::string>& hostKeyOfRank);
+
+// For a call whose other ranks' parts only they know (a group's Send/Recv,
+// an AllToAllv's counts): every rank's schedule, `mine` at `rank` and each
+// peer doing exactly the other side of it and nothing else: receiving, in
+// order, what `mine` sends it, and sending, posted at once, what `mine`
+// receives from it.
+std::vector<coll::Schedule> withMirroredPeers(const coll::Schedule& mine, int rank, int nranks);
 
 }  // namespace tidal::tuner

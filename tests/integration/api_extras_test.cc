@@ -605,6 +605,8 @@ TEST(ScheduleSettings, ExchangeAlgorithmsAndThresholdsMustAgree) {
                                                         {"TIDAL_ALLGATHER_BRUCK_BYTES", "16"},
                                                         {"TIDAL_ALLREDUCE_ALGO", "tree"},
                                                         {"TIDAL_ALLGATHER_ALGO", "bruck"},
+                                                        {"TIDAL_REDUCESCATTER_ALGO", "halving"},
+                                                        {"TIDAL_REDUCESCATTER_HALVING_BYTES", "4"},
                                                         {"TIDAL_TUNER", "model"}}) {
     const auto outcomes = initJob(2, [&](int rank) {
       if (rank == 1) ::setenv(name, value, 1);

@@ -1,8 +1,8 @@
 /* A program written against NCCL's names and built against nccl.h, linked
  * with -lnccl, run on Tidal's drop-in. It forks NRANKS processes; rank 0
  * creates the unique id and hands it to the others through pipes. Every
- * collective's result is checked exactly; so are the errors of calls Tidal
- * lacks and the host side of the device API (nccl_device.h): properties that
+ * collective's result is checked exactly; so are a group simulation, bad
+ * input and the host side of the device API (nccl_device.h): properties that
  * say "no device API", device communicators refused. Exit status 0 only when every rank passed. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -147,12 +147,27 @@ static int runRank(int rank, ncclUniqueId id) {
     NCCL_OK(ncclCommDestroy(shrunk));
   }
 
-  /* Calls Tidal lacks: an error naming the call, no crash. */
+  /* GroupSimulateEnd: a prediction, nothing run (sums stays as it was), and
+   * the communicator still in step afterwards; without a group, an error. */
   ncclResult_t r;
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+  {
+    float ones[COUNT], sums[COUNT];
+    for (int i = 0; i < COUNT; ++i) ones[i] = 1.0f, sums[i] = -7.0f;
+    NCCL_OK(ncclGroupStart());
+    NCCL_OK(ncclAllReduce(ones, sums, COUNT, ncclFloat32, ncclSum, comm, NULL));
+    NCCL_OK(ncclGroupSimulateEnd(&sim));
+    CHECK(sim.estimatedTime > 0 && sim.estimatedTime < 1e6, "simulated time %g us",
+          (double)sim.estimatedTime);
+    CHECK(sums[0] == -7.0f && sums[COUNT - 1] == -7.0f, "a simulated AllReduce wrote %g",
+          (double)sums[0]);
+    NCCL_OK(ncclAllReduce(ones, sums, COUNT, ncclFloat32, ncclSum, comm, NULL));
+    CHECK(sums[0] == NRANKS && sums[COUNT - 1] == NRANKS, "AllReduce after a simulation: %g",
+          (double)sums[0]);
+  }
   r = ncclGroupSimulateEnd(&sim);
-  CHECK(r == ncclInvalidUsage && strstr(ncclGetLastError(NULL), "ncclGroupSimulateEnd"),
-        "ncclGroupSimulateEnd: %d '%s'", (int)r, ncclGetLastError(NULL));
+  CHECK(r == ncclInvalidUsage && strstr(ncclGetLastError(NULL), "no group is open"),
+        "ncclGroupSimulateEnd outside a group: %d '%s'", (int)r, ncclGetLastError(NULL));
 
   /* Windows are checked handles, apart from buffer registrations. */
   ncclWindow_t win = NULL;

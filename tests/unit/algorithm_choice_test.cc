@@ -131,6 +131,36 @@ TEST(AlgorithmChoice, AllGatherByDefaultTakesBruckForSmallBlocksFromFourRanks) {
   EXPECT_EQ(c.allGather(8, 8, hosts(4)), AG::Hierarchical);
 }
 
+TEST(AlgorithmChoice, ReduceScatterTakesHalvingForSmallBlocksFromFourRanksUnlessHierarchical) {
+  using RS = AlgorithmChoice::ReduceScatter;
+  constexpr int kMin = AlgorithmChoice::kLogStepsMinRanks;
+  {
+    const AlgorithmChoice c = AlgorithmChoice::fromParams(0);
+    EXPECT_EQ(c.reduceScatter(65536, kMin, flat(kMin)), RS::Halving);
+    EXPECT_EQ(c.reduceScatter(65537, kMin, flat(kMin)), RS::Ring);
+    EXPECT_EQ(c.reduceScatter(8, kMin - 1, flat(kMin - 1)), RS::Ring);
+    EXPECT_EQ(c.reduceScatter(8, 4, hosts(2)), RS::Hierarchical);
+  }
+  {
+    ScopedEnv b("TIDAL_REDUCESCATTER_HALVING_BYTES", "100");
+    EXPECT_EQ(AlgorithmChoice::fromParams(0).reduceScatter(101, 8, flat(8)), RS::Ring);
+  }
+  {
+    ScopedEnv f("TIDAL_REDUCESCATTER_ALGO", "halving");
+    const AlgorithmChoice c = AlgorithmChoice::fromParams(0);
+    EXPECT_EQ(c.reduceScatter(size_t{1} << 30, 2, flat(2)), RS::Halving);
+    EXPECT_EQ(c.reduceScatter(8, 4, hosts(2)), RS::Halving);
+  }
+  {
+    ScopedEnv f("TIDAL_REDUCESCATTER_ALGO", "ring");
+    EXPECT_EQ(AlgorithmChoice::fromParams(0).reduceScatter(8, 4, hosts(2)), RS::Ring);
+  }
+  ScopedEnv f("TIDAL_REDUCESCATTER_ALGO", "hier");
+  const AlgorithmChoice c = AlgorithmChoice::fromParams(0);
+  EXPECT_EQ(c.reduceScatter(8, 4, hosts(2)), RS::Hierarchical);
+  EXPECT_EQ(c.reduceScatter(8, 8, flat(8)), RS::Ring);  // one host: nothing to split
+}
+
 TEST(AlgorithmChoice, AllReduceAndAllGatherSettingsMoveOrForceTheChoice) {
   {
     ScopedEnv rab("TIDAL_ALLREDUCE_RABENSEIFNER_BYTES", "100000");

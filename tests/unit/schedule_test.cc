@@ -401,6 +401,63 @@ TEST_P(LogDepth, DoubleBinaryTreeAllReduceIsExact) {
   expectAllReduceExact(doubleBinaryTreeAllReduce, doubleBinaryTreePeers, n, count, chunk, op);
 }
 
+// Recursive-halving ReduceScatter, in place (recvbuff is the rank's own block
+// of sendbuff) and not, with both landings: every rank's block exact, every
+// reducing receive within a slot, and about log2(n) steps.
+TEST_P(LogDepth, HalvingReduceScatterIsExact) {
+  const auto [n, count, chunk, op] = GetParam();
+  const size_t total = count * static_cast<size_t>(n);
+  const auto input = [&](int r, size_t i) { return value((r + static_cast<int>(i)) % n, i); };
+  for (const bool inPlace : {false, true}) {
+    for (const Landing landing : {Landing::OnArrival, Landing::OnCompletion}) {
+      std::vector<RankState> ranks(static_cast<size_t>(n));
+      for (int r = 0; r < n; ++r) {
+        CollectiveArgs a = argsFor(r, n, count, op, 0, chunk);
+        a.inPlace = inPlace;
+        ranks[r].schedule = halvingReduceScatter(a);
+        for (const auto& recv : ranks[r].schedule.recvs) {
+          if (recv.reduce) {
+            EXPECT_LE(recv.bytes, std::max<size_t>(chunk, 4)) << "> a slot";
+          }
+        }
+        ranks[r].send.resize(total * 4);
+        for (size_t i = 0; i < total; ++i)
+          reinterpret_cast<int32_t*>(ranks[r].send.data())[i] = input(r, i);
+        ranks[r].recv.assign(count * 4, 0);
+        if (inPlace) ranks[r].recvAt = ranks[r].send.data() + static_cast<size_t>(r) * count * 4;
+      }
+      ASSERT_TRUE(simulate(ranks, landing)) << "in place " << inPlace;
+      for (int r = 0; r < n; ++r) {
+        const char* out = inPlace ? ranks[r].recvAt : ranks[r].recv.data();
+        for (size_t i = 0; i < count; ++i) {
+          const size_t g = static_cast<size_t>(r) * count + i;
+          int64_t sum = 0;
+          int32_t max = input(0, g);
+          for (int k = 0; k < n; ++k) {
+            sum += input(k, g);
+            max = std::max(max, input(k, g));
+          }
+          const auto want = static_cast<int32_t>(op == tidalMax   ? max
+                                                 : op == tidalAvg ? sum / n
+                                                                  : sum);
+          ASSERT_EQ(reinterpret_cast<const int32_t*>(out)[i], want)
+              << "rank " << r << " i " << i << " in place " << inPlace;
+        }
+      }
+    }
+  }
+  // Where a whole buffer fits a chunk, one message a step: log2(p) halving
+  // steps, plus the pairing's two where n is not a power of two (the ring
+  // takes n - 1).
+  if (count > 0 && count * 4 * static_cast<size_t>(n) <= chunk && n > 1) {
+    std::vector<Schedule> ss;
+    for (int r = 0; r < n; ++r)
+      ss.push_back(halvingReduceScatter(argsFor(r, n, count, op, 0, chunk)));
+    const int logSteps = ceilLog2(n + 1) - 1;  // floor(log2 n)
+    EXPECT_LE(stepsToFinish(ss), logSteps + ((n & (n - 1)) != 0 ? 2 : 0) + 1) << "n " << n;
+  }
+}
+
 TEST(DoubleBinaryTree, TwoSpanningTreesOfAtMostTwoChildrenWhereNoRankForwardsInBoth) {
   for (int n = 1; n <= 70; ++n) {
     const BinaryTree trees[2] = {doubleBinaryTree(n, 0), doubleBinaryTree(n, 1)};

@@ -73,6 +73,36 @@ TEST(TunerModel, AReceiverTakesConcurrentSendersOneAfterAnother) {
   EXPECT_DOUBLE_EQ(predictMicros(incast, {0, 0, 2}, model()), 10.0 + 10.0);
 }
 
+TEST(TunerModel, MirroredPeersDoJustTheOtherSideOfOneRanksPart) {
+  // Rank 1 of 3 sends 1000 bytes to rank 2 and receives 500 from rank 0,
+  // and keeps a self-send that its own schedule pairs.
+  Schedule mine = sendTo(2, 1000);
+  mine.sends.push_back({1, {Buffer::Send, 0}, 8, -1});
+  addRecv(mine, 0, 500);
+  addRecv(mine, 1, 8);
+  const std::vector<Schedule> all = withMirroredPeers(mine, 1, 3);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[1].sends.size(), 2u);
+  ASSERT_EQ(all[0].sends.size(), 1u);
+  EXPECT_TRUE(all[0].recvs.empty());
+  EXPECT_EQ(all[0].sends[0].peer, 1);
+  EXPECT_EQ(all[0].sends[0].bytes, 500u);
+  EXPECT_EQ(all[0].sends[0].afterRecv, -1);
+  ASSERT_EQ(all[2].recvs.size(), 1u);
+  EXPECT_TRUE(all[2].sends.empty());
+  EXPECT_EQ(all[2].recvs[0].peer, 1);
+  EXPECT_EQ(all[2].recvs[0].bytes, 1000u);
+  // Both flows overlap, each with its own sides; the self-send's 8 bytes
+  // cross the same-host class after the 1000 to rank 2 (one sending side).
+  EXPECT_DOUBLE_EQ(predictMicros(all, {0, 1, 2}, model()), 10.0 + 1000.0 / 100.0);
+  EXPECT_DOUBLE_EQ(predictMicros(all, {0, 0, 0}, model()), 1.0 + 1000.0 / 1000.0 + 8.0 / 1000.0);
+}
+
+TEST(TunerModel, HostKeysBecomeEachHostsFirstRank) {
+  EXPECT_EQ(hostIdsOf({"b", "a", "b", "c", "a"}), (std::vector<int>{0, 1, 0, 3, 1}));
+  EXPECT_TRUE(hostIdsOf({}).empty());
+}
+
 TEST(TunerModel, SchedulesThatDoNotMatchOrDeadlockAreRefusedByName) {
   std::vector<Schedule> unmatched{sendTo(1, 8), Schedule{}};
   try {
