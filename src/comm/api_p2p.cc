@@ -193,14 +193,14 @@ tidalResult_t tidalGroupSimulateEnd(tidalSimInfo_t* simInfo) {
   return guarded(nullptr, [&] {
     if (!simInfo) {
       fail(tidalInvalidArgument,
-           "{}: simInfo is NULL; pass a tidalSimInfo_t set to TIDAL_SIM_INFO_INITIALIZER (the "
-           "group stays open)",
+           "{}: simInfo is NULL; pass a tidalSimInfo_t set to TIDAL_SIM_INFO_INITIALIZER (an "
+           "open group stays open)",
            fn);
     }
     if (simInfo->size != sizeof(tidalSimInfo_t) || simInfo->magic != TIDAL_API_MAGIC) {
       fail(tidalInvalidArgument,
            "{}: simInfo has size {} and magic {:#x}, where TIDAL_SIM_INFO_INITIALIZER sets {} "
-           "and {:#x}; initialize it with TIDAL_SIM_INFO_INITIALIZER (the group stays open)",
+           "and {:#x}; initialize it with TIDAL_SIM_INFO_INITIALIZER (an open group stays open)",
            fn, simInfo->size, simInfo->magic, sizeof(tidalSimInfo_t), TIDAL_API_MAGIC);
     }
     if (const std::optional<double> micros = group::simulateEnd()) {
