@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -140,6 +141,20 @@ TEST_P(OfiKilledRank, EveryOtherRankReturnsAnErrorNotAHang) {
   // it).
   const auto status = job.wait(seconds(12 * kTimeoutSeconds));
   tidal::test::expectSurvivorsGotTheError(status, kVictim);
+  // libfabric's shm provider names its region /dev/shm/<pid>:<n>:<n> and
+  // cannot remove it when its process is SIGKILLed. A later process that
+  // gets the same pid (pid_max is 32768 here) then fails fi_enable with
+  // EBUSY: that failed a later run of this test once, with 38 such regions
+  // left on this machine. Every rank of the job has exited: remove theirs.
+  for (const pid_t pid : job.pids) {
+    const std::string prefix = std::to_string(pid) + ":";
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+      if (entry.path().filename().string().rfind(prefix, 0) == 0) {
+        std::filesystem::remove(entry.path(), ec);
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, OfiKilledRank,
