@@ -111,8 +111,9 @@ bool OfiConnection::progress() {
     const Chunk& c = waiting_.front();
     Operation* op =
         direction_ == Direction::Send
-            ? endpoint_.startSend(*this, c.data, c.bytes, peerAddress_, tagOf(c.seq), c.transfer)
-            : endpoint_.startRecv(*this, c.data, c.bytes, tagOf(c.seq), c.transfer);
+            ? endpoint_.startSend(*this, c.data, c.bytes, peer_, peerAddress_, tagOf(c.seq),
+                                  c.transfer)
+            : endpoint_.startRecv(*this, c.data, c.bytes, peer_, tagOf(c.seq), c.transfer);
     if (op == nullptr) break;
     waiting_.pop_front();
     moved = true;

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/socket.h"
 
 namespace tidal::ofi {
 
@@ -89,6 +90,9 @@ Endpoint::Endpoint(const OfiApi& api, int rank, const std::string& provider, boo
          "for {}: {}; providers offered: {}",
          rank, asked, api.errorText(found), offeredProviders(api));
   }
+  watch_ =
+      std::make_unique<StuckCallWatch>(rank, fmt::format("ofi {}", info_->fabric_attr->prov_name),
+                                       std::chrono::seconds(timeoutSeconds()));
   try {
     int ret = api.fabric(info_->fabric_attr, &fabric_, nullptr);
     if (ret) failCall("fi_fabric", ret);
@@ -152,7 +156,10 @@ Endpoint::~Endpoint() { close(); }
 void Endpoint::close() {
   // The endpoint first: closing it ends every operation still posted, so
   // no provider touches an Operation or a registration after this.
-  if (ep_) fi_close(&ep_->fid);
+  if (ep_) {
+    StuckCallWatch::Scope watched(*watch_, "fi_close(endpoint)");
+    fi_close(&ep_->fid);
+  }
   ep_ = nullptr;
   for (auto& op : operations_) {
     if (op->mr) fi_close(&op->mr->fid);
@@ -181,6 +188,7 @@ fi_addr_t Endpoint::insertPeer(int peer, const ConnectHandle& handle) {
   std::lock_guard lock(mutex_);
   if (auto it = peers_.find(peer); it != peers_.end()) return it->second;
   fi_addr_t addr = FI_ADDR_NOTAVAIL;
+  StuckCallWatch::Scope watched(*watch_, "fi_av_insert", peer);
   const int n = fi_av_insert(av_, handle.data(), 1, &addr, 0, nullptr);
   if (n != 1 || addr == FI_ADDR_NOTAVAIL) {
     fail(tidalRemoteError,
@@ -252,16 +260,18 @@ void* Endpoint::describeMemory(Operation& op, const void* buf, size_t bytes, uin
   return fi_mr_desc(op.mr);
 }
 
-Operation* Endpoint::startSend(CompletionSink& sink, const void* buf, size_t bytes, fi_addr_t dest,
-                               uint64_t tag, uint64_t transfer) {
+Operation* Endpoint::startSend(CompletionSink& sink, const void* buf, size_t bytes, int peer,
+                               fi_addr_t dest, uint64_t tag, uint64_t transfer) {
   return start(sink, buf, bytes, transfer, false, [&](void* desc, Operation& op) {
+    StuckCallWatch::Scope watched(*watch_, "fi_tsend", peer);
     return fi_tsend(ep_, buf, bytes, desc, dest, tag, &op.context);
   });
 }
 
-Operation* Endpoint::startRecv(CompletionSink& sink, void* buf, size_t bytes, uint64_t tag,
-                               uint64_t transfer) {
+Operation* Endpoint::startRecv(CompletionSink& sink, void* buf, size_t bytes, int peer,
+                               uint64_t tag, uint64_t transfer) {
   return start(sink, buf, bytes, transfer, true, [&](void* desc, Operation& op) {
+    StuckCallWatch::Scope watched(*watch_, "fi_trecv", peer);
     return fi_trecv(ep_, buf, bytes, desc, FI_ADDR_UNSPEC, tag, 0, &op.context);
   });
 }
@@ -294,11 +304,20 @@ int Endpoint::poll() {
   int done = 0;
   for (;;) {
     fi_cq_tagged_entry entries[kCqBatch];
-    const ssize_t n = fi_cq_read(cq_, entries, kCqBatch);
+    ssize_t n = 0;
+    {
+      StuckCallWatch::Scope watched(*watch_, "fi_cq_read");
+      n = fi_cq_read(cq_, entries, kCqBatch);
+    }
     if (n == -FI_EAGAIN) return done;
     if (n == -FI_EAVAIL) {
       fi_cq_err_entry err{};
-      if (fi_cq_readerr(cq_, &err, 0) < 1) return done;
+      ssize_t errors = 0;
+      {
+        StuckCallWatch::Scope watched(*watch_, "fi_cq_readerr");
+        errors = fi_cq_readerr(cq_, &err, 0);
+      }
+      if (errors < 1) return done;
       auto* op = static_cast<Operation*>(err.op_context);
       if (op == nullptr) continue;
       if (op->sink && err.err != FI_ECANCELED) {
@@ -327,6 +346,7 @@ int Endpoint::poll() {
 
 void Endpoint::forget(const std::set<Operation*>& ops) {
   std::lock_guard lock(mutex_);
+  StuckCallWatch::Scope watched(*watch_, "fi_cancel");
   for (Operation* op : ops) {
     op->sink = nullptr;
     fi_cancel(&ep_->fid, &op->context);
@@ -337,6 +357,7 @@ int Endpoint::waitFd() {
   std::lock_guard lock(mutex_);
   if (cqFd_ < 0) return readyFd_;
   fid* fids[1] = {&cq_->fid};
+  StuckCallWatch::Scope watched(*watch_, "fi_trywait");
   return fi_trywait(fabric_, fids, 1) == FI_SUCCESS ? cqFd_ : readyFd_;
 }
 

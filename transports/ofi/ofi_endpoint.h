@@ -14,6 +14,11 @@
 //
 // Thread safety: one mutex serialises every call into libfabric, so the
 // domain is asked for FI_THREAD_DOMAIN only.
+//
+// Every call on the data path is watched (core/stuck_call_watch.h): one that
+// has not returned after TIDAL_TIMEOUT ends the process with a report,
+// because nothing can interrupt it (the shm provider's locks in shared
+// memory stay held when their holder is killed).
 #pragma once
 
 #include <rdma/fabric.h>
@@ -29,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "core/stuck_call_watch.h"
 #include "transports/ofi/ofi_api.h"
 #include "transports/transport.h"
 
@@ -85,12 +91,12 @@ class Endpoint {
   // The largest message one operation may carry (fi_info's max_msg_size).
   size_t maxMessageBytes() const { return maxMessageBytes_; }
 
-  // Start a tagged send / receive. Null when the provider has no room now
-  // (queue full, or -FI_EAGAIN): call poll() and try again. Throws on any
-  // other error.
-  Operation* startSend(CompletionSink& sink, const void* buf, size_t bytes, fi_addr_t dest,
-                       uint64_t tag, uint64_t transfer);
-  Operation* startRecv(CompletionSink& sink, void* buf, size_t bytes, uint64_t tag,
+  // Start a tagged send to / receive from rank `peer`. Null when the
+  // provider has no room now (queue full, or -FI_EAGAIN): call poll() and
+  // try again. Throws on any other error.
+  Operation* startSend(CompletionSink& sink, const void* buf, size_t bytes, int peer,
+                       fi_addr_t dest, uint64_t tag, uint64_t transfer);
+  Operation* startRecv(CompletionSink& sink, void* buf, size_t bytes, int peer, uint64_t tag,
                        uint64_t transfer);
   // Reads the completion queue (this is what makes a manual-progress
   // provider move) and delivers what it finds. Returns completions read.
@@ -139,6 +145,8 @@ class Endpoint {
   std::vector<std::unique_ptr<Operation>> operations_;
   std::vector<Operation*> free_;
   std::mutex mutex_;
+  // Watches the calls above; destroyed after close() ran in ~Endpoint.
+  std::unique_ptr<StuckCallWatch> watch_;
 };
 
 }  // namespace tidal::ofi
