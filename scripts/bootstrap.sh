@@ -14,6 +14,9 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev libpmix-dev openssh-client
   libgloo-dev
   iproute2 procps clang-format
+  # Packet loss and reordering on the namespaced hosts' links (tests/fault:
+  # nft drops and reprioritises packets; the kernels here have no netem).
+  nftables
   # The libFuzzer harnesses (tests/fuzz): clang with its fuzzer runtime.
   clang libclang-rt-14-dev
   # The ib transport (verbs headers; libibverbs is dlopened at run time) and

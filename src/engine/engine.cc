@@ -619,11 +619,28 @@ class Engine::Run {
     return -1;
   }
 
+  // A peer this run's own signature has not finished going to, or -1.
+  int firstUnsentSignature() const {
+    if (!check_) return -1;
+    for (const auto& l : st_.signatureSends)
+      if (l.link->completed() <= l.seq) return l.link->peer();
+    return -1;
+  }
+
   [[noreturn]] void timeout() const {
     std::string waiting;
     if (const int peer = firstMissingSignature(); peer >= 0) {
       waiting = fmt::format("rank {} to call {} (its call signature has not arrived)", peer,
                             check_->signature.describe());
+    } else if (const int to = firstUnsentSignature();
+               to >= 0 && sendsDone_ == s_.sends.size() && recvsDone_ == s_.recvs.size()) {
+      // Every byte of the call moved, and the peer's signature came: only
+      // the transport's completion of ours is missing (udp;ofi_rxd that
+      // lost an acknowledgement was seen so).
+      waiting = fmt::format(
+          "the transport to complete this rank's call signature to rank {} (every other "
+          "transfer of the call is done)",
+          to);
     } else if (sendsDone_ == s_.sends.size() && recvsDone_ == s_.recvs.size()) {
       waiting = "the GPU to finish the engine stream";
     } else if (recvsDone_ < s_.recvs.size()) {

@@ -15,6 +15,7 @@
 
 #include "../integration/job_fork.h"
 #include "../unit/scoped_env.h"
+#include "../unit/scripted_connection.h"
 #include "core/error.h"
 #include "tidal/tidal.h"
 #include "transports/ib/device_select.h"
@@ -132,35 +133,7 @@ TEST(RailStriping, LargeTransfersSplitOverEveryRailSmallOnesRotate) {
   }
 }
 
-// A connection whose completions the test decides (completeUpTo).
-class ScriptedConnection final : public Connection {
- public:
-  struct Script {
-    std::vector<std::pair<const char*, size_t>> posts;
-    uint64_t completeUpTo = 0;
-  };
-  explicit ScriptedConnection(std::shared_ptr<Script> script) : script_(std::move(script)) {}
-  int peer() const override { return 7; }
-  void post(void* data, size_t bytes) override {
-    script_->posts.emplace_back(static_cast<const char*>(data), bytes);
-    ++posted_;
-  }
-  bool progress() override {
-    const uint64_t to = std::min(script_->completeUpTo, posted_);
-    const bool moved = to > completed_;
-    completed_ = std::max(completed_, to);
-    return moved;
-  }
-  uint64_t completed() const override { return completed_; }
-  uint64_t posted() const override { return posted_; }
-  void addPollFds(std::vector<pollfd>&) const override {}
-  void abort() override {}
-  std::string describe() const override { return "scripted"; }
-
- private:
-  std::shared_ptr<Script> script_;
-  uint64_t posted_ = 0, completed_ = 0;
-};
+using test::ScriptedConnection;
 
 TEST(RailsConnection, TransfersCompleteInPostOrderWhicheverRailIsFaster) {
   auto a = std::make_shared<ScriptedConnection::Script>();

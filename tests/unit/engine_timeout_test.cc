@@ -1,0 +1,92 @@
+// What the engine's timeout says it waited for, for a checked call whose
+// only transfers are the call signatures on its ring links (a Reduce of
+// count 0 at 2 ranks), over connections whose completions the test decides.
+// udp;ofi_rxd under loss was seen delivering a signature without ever
+// completing its send; the timeout must say that, not blame the peer nor a
+// GPU.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/schedule.h"
+#include "core/error.h"
+#include "engine/call_signature.h"
+#include "engine/engine.h"
+#include "scripted_connection.h"
+
+namespace tidal {
+namespace {
+
+using test::ScriptedConnection;
+using Script = ScriptedConnection::Script;
+
+// A link to rank 1 whose posts complete at once, or never.
+std::shared_ptr<Script> link(bool completes, const CallSignature* deliver = nullptr) {
+  auto script = std::make_shared<Script>();
+  script->completeUpTo = completes ? UINT64_MAX : 0;
+  if (deliver) {
+    const char* bytes = reinterpret_cast<const char*>(deliver);
+    script->deliver.assign(bytes, bytes + sizeof(CallSignature));
+  }
+  return script;
+}
+
+// Runs rank 0's empty schedule of a Reduce(count 0) checked against rank 1
+// over the two links; returns the error text, or "" if the run succeeded.
+std::string runAgainst(std::shared_ptr<Script> toPeer, std::shared_ptr<Script> fromPeer,
+                       const CallCheck& check) {
+  ScriptedConnection send(std::move(toPeer), 1), recv(std::move(fromPeer), 1);
+  EngineOptions options{};
+  options.chunkBytes = 1 << 20;
+  options.stagingSlots = 2;
+  options.spin = std::chrono::microseconds(100);
+  options.timeout = std::chrono::seconds(1);
+  Engine engine(0, options);
+  engine.addSendConnection(1, &send);
+  engine.addRecvConnection(1, &recv);
+  coll::Schedule schedule;
+  try {
+    engine.run(schedule, nullptr, nullptr, "Reduce", nullptr, &check);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), tidalTimeout) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+CallCheck reduceOfNothing() {
+  CallCheck check;
+  check.signature = CallSignature::make(CallKind::Reduce, 0, 0, tidalFloat32, tidalSum, 1);
+  check.ringNext = 1;
+  check.ringPrev = 1;
+  return check;
+}
+
+TEST(EngineTimeout, NamesOurSignatureTheTransportNeverCompleted) {
+  const CallCheck check = reduceOfNothing();
+  const std::string text =
+      runAgainst(link(/*completes=*/false), link(/*completes=*/true, &check.signature), check);
+  EXPECT_NE(text.find("rank 0: Reduce made no progress for TIDAL_TIMEOUT=1 s, waiting for the "
+                      "transport to complete this rank's call signature to rank 1"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("GPU"), std::string::npos) << text;
+}
+
+TEST(EngineTimeout, NamesThePeerWhoseSignatureNeverCame) {
+  const CallCheck check = reduceOfNothing();
+  const std::string text = runAgainst(link(/*completes=*/true), link(/*completes=*/false), check);
+  EXPECT_NE(text.find("waiting for rank 1 to call Reduce(count 0"), std::string::npos) << text;
+}
+
+TEST(EngineTimeout, SucceedsWhenBothSignaturesComplete) {
+  const CallCheck check = reduceOfNothing();
+  EXPECT_EQ(runAgainst(link(true), link(true, &check.signature), check), "");
+}
+
+}  // namespace
+}  // namespace tidal

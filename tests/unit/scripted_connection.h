@@ -1,0 +1,54 @@
+// A Connection whose completions the test decides, for code above the
+// transport seam (the engine, ib's rail striping): posts are recorded and
+// complete only up to Script::completeUpTo; a post of exactly
+// Script::deliver.size() bytes receives those bytes (a receive the "peer"
+// has answered).
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "transports/transport.h"
+
+namespace tidal::test {
+
+class ScriptedConnection final : public Connection {
+ public:
+  struct Script {
+    std::vector<std::pair<const char*, size_t>> posts;
+    uint64_t completeUpTo = 0;
+    std::vector<char> deliver;
+  };
+  explicit ScriptedConnection(std::shared_ptr<Script> script, int peer = 7)
+      : script_(std::move(script)), peer_(peer) {}
+  int peer() const override { return peer_; }
+  void post(void* data, size_t bytes) override {
+    script_->posts.emplace_back(static_cast<const char*>(data), bytes);
+    if (!script_->deliver.empty() && bytes == script_->deliver.size()) {
+      std::memcpy(data, script_->deliver.data(), bytes);
+    }
+    ++posted_;
+  }
+  bool progress() override {
+    const uint64_t to = std::min(script_->completeUpTo, posted_);
+    const bool moved = to > completed_;
+    completed_ = std::max(completed_, to);
+    return moved;
+  }
+  uint64_t completed() const override { return completed_; }
+  uint64_t posted() const override { return posted_; }
+  void addPollFds(std::vector<pollfd>&) const override {}
+  void abort() override {}
+  std::string describe() const override { return "scripted"; }
+
+ private:
+  std::shared_ptr<Script> script_;
+  int peer_;
+  uint64_t posted_ = 0, completed_ = 0;
+};
+
+}  // namespace tidal::test
