@@ -4,7 +4,7 @@
 # Tidal's and Open MPI's two-rank Send/Recv ping-pong and one table, ready for
 # docs/benchmarks.md, followed by the exact commands that produced it.
 #
-#   benchmarks/compare/compare.sh [-C allreduce|alltoall|pingpong] [-B build] [-t tcp|shm]
+#   benchmarks/compare/compare.sh [-C allreduce|alltoall|pingpong] [-B build] [-t tcp|shm|ofi]
 #                                 [-r "2 4"] [-b 8] [-e 64M] [-f 4] [-n 20] [-w 5] [-R 1]
 #                                 [-p in|out] [-o out.md] [-L logdir] [-P "tidal mpi gloo"]
 #
@@ -20,6 +20,10 @@
 #         shm: each library's fastest same-host path: Tidal's shm transport, Open MPI's
 #              default shared-memory BTL (vader, with its single-copy mechanism), and
 #              Gloo's TCP (the only transport Gloo has here)
+#         ofi: Tidal and Open MPI over the same libfabric provider (TIDAL_OFI_PROVIDER,
+#              default tcp;ofi_rxm): TIDAL_NET=ofi, and Open MPI's cm PML with its ofi
+#              MTL (--mca mtl_ofi_provider_include); the third column is Tidal's own
+#              tcp transport instead of Gloo (peer "tidaltcp")
 #   -B  build directory holding tools/tidalrun and benchmarks/*  (default: build)
 #   -r  rank counts to run                                     (default: "2 4")
 #   -b -e -f -n -w   sizes, step factor, iterations, warm-up as in nccl-tests
@@ -74,7 +78,7 @@ while getopts "C:B:t:r:b:e:f:n:w:R:p:o:L:P:h" opt; do
     o) outfile=$OPTARG ;;
     L) logdir=$OPTARG ;;
     P) peers=$OPTARG ;;
-    *) sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 # Per comparison: the Tidal program, the peers' extra flags, the defaults.
@@ -94,6 +98,7 @@ place=${place:-in}
 place_text=in-place
 [[ $place == out ]] && place_text="out-of-place"
 case $place in in | out) ;; *) echo "-p must be 'in' or 'out'" >&2; exit 2 ;; esac
+third=gloo third_text=Gloo
 case $path in
   tcp)
     export TIDAL_NET=${TIDAL_NET:-tcp}
@@ -106,7 +111,14 @@ case $path in
     mpi_btl=(--mca pml ob1 --mca btl "vader,self")
     path_text="shared memory (Gloo: loopback TCP)"
     ;;
-  *) echo "-t must be 'tcp' or 'shm'" >&2; exit 2 ;;
+  ofi)
+    export TIDAL_NET=ofi TIDAL_OFI_PROVIDER=${TIDAL_OFI_PROVIDER:-tcp;ofi_rxm}
+    mpi_btl=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "$TIDAL_OFI_PROVIDER")
+    path_text="libfabric $TIDAL_OFI_PROVIDER (Tidal tcp: loopback TCP)"
+    [[ $peers == "tidal mpi gloo" ]] && peers="tidal mpi tidaltcp"
+    third=tidaltcp third_text="Tidal tcp"
+    ;;
+  *) echo "-t must be 'tcp', 'shm' or 'ofi'" >&2; exit 2 ;;
 esac
 timeout_s=${RUN_TIMEOUT:-900}
 bindir=$build/benchmarks
@@ -133,15 +145,22 @@ run() {
 # Each run_* takes the rank count and the repetition number; the command is
 # recorded once, and rank 0's table goes to $logdir/<peer>_np<N>.r<rep>.log.
 run_tidal() {
-  local np=$1 rep=$2
+  local np=$1 rep=$2 name=${3:-tidal}
   local cmd=("$tidalrun" -np "$np" --bind none "$bindir/$tidal_prog" "${common[@]}")
   [[ $coll == pingpong ]] || cmd+=(-d float "${tidal_extra[@]}")
-  ((rep == 1)) && commands+=("${TIDAL_NET:+TIDAL_NET=$TIDAL_NET }${cmd[*]}")
+  local env_text="${TIDAL_NET:+TIDAL_NET=$TIDAL_NET }"
+  [[ $TIDAL_NET == ofi ]] && env_text+="TIDAL_OFI_PROVIDER='$TIDAL_OFI_PROVIDER' "
+  ((rep == 1)) && commands+=("$env_text${cmd[*]}")
   if [[ -x $tidalrun && -x $bindir/$tidal_prog ]]; then
-    run "tidal_np$np.r$rep" "${cmd[@]}"
+    run "${name}_np$np.r$rep" "${cmd[@]}"
   else
     echo "skipping Tidal: $tidalrun or $tidal_prog not built" >&2
   fi
+}
+
+# Tidal over its own tcp transport, beside -t ofi.
+run_tidaltcp() {
+  TIDAL_NET=tcp run_tidal "$1" "$2" tidaltcp
 }
 
 run_mpi() {
@@ -152,7 +171,8 @@ run_mpi() {
   [[ $coll == pingpong ]] && prog=mpi_pingpong
   local cmd=(mpirun --allow-run-as-root --oversubscribe -np "$np" --bind-to none
     "${mpi_btl[@]}" "$bindir/$prog" "${common[@]}" "${peer_extra[@]}")
-  ((rep == 1)) && commands+=("${cmd[*]}")
+  # %q: the ofi provider's ';' must survive a copy into a shell.
+  ((rep == 1)) && commands+=("$(printf '%q ' "${cmd[@]}")")
   if [[ -x $bindir/$prog ]] && command -v mpirun >/dev/null; then
     run "mpi_np$np.r$rep" "${cmd[@]}"
   else
@@ -246,17 +266,17 @@ table() {
   local np=$1
   local logs=()
   shopt -s nullglob
-  logs=("$logdir"/tidal_np"$np".r*.log "$logdir"/mpi_np"$np".r*.log "$logdir"/gloo_np"$np".r*.log)
+  logs=("$logdir"/tidal_np"$np".r*.log "$logdir"/mpi_np"$np".r*.log "$logdir"/"$third"_np"$np".r*.log)
   shopt -u nullglob
-  awk -v place="$place" "$awk_common"'
+  awk -v place="$place" -v third="$third" -v third_text="$third_text" "$awk_common"'
     function cell(p, s) { return ((p, s) in time) ? time[p, s] " | " busbw[p, s] : "n/a | n/a" }
     function ratio(p, s) {
       if (!((p, s) in time) || !(("tidal", s) in time) || time["tidal", s] + 0 == 0) return "n/a"
       return sprintf("%.2fx", time[p, s] / time["tidal", s])
     }
     function row(s) {
-      return cell("tidal", s) " | " cell("mpi", s) " | " cell("gloo", s) " | " ratio("mpi", s) \
-        " | " ratio("gloo", s)
+      return cell("tidal", s) " | " cell("mpi", s) " | " cell(third, s) " | " ratio("mpi", s) \
+        " | " ratio(third, s)
     }
     NF < 13 { next }
     {
@@ -268,7 +288,8 @@ table() {
     }
     END {
       markdown("Size | Tidal time (us) | Tidal busbw (GB/s) | MPI time (us) | MPI busbw (GB/s)" \
-        " | Gloo time (us) | Gloo busbw (GB/s) | MPI time / Tidal time | Gloo time / Tidal time")
+        " | " third_text " time (us) | " third_text " busbw (GB/s) | MPI time / Tidal time | " \
+        third_text " time / Tidal time")
     }' "${logs[@]}" /dev/null
 }
 
@@ -297,7 +318,12 @@ report() {
     echo
     pingpong_table
   else
-    echo "${mpiv:-no mpirun}; Gloo ${gloov:-unknown}; TIDAL_NET=${TIDAL_NET:-unset (per pair: shm on one host)}."
+    if [[ $third == gloo ]]; then
+      echo "${mpiv:-no mpirun}; Gloo ${gloov:-unknown}; TIDAL_NET=${TIDAL_NET:-unset (per pair: shm on one host)}."
+    else
+      echo "${mpiv:-no mpirun} (cm PML, ofi MTL); libfabric $(dpkg-query -W -f '${Version}' libfabric1 2>/dev/null);"
+      echo "TIDAL_NET=ofi TIDAL_OFI_PROVIDER='$TIDAL_OFI_PROVIDER'; Tidal tcp: TIDAL_NET=tcp."
+    fi
     echo "Times are per call, averaged over $iters iterations and over ranks (-a 1), best of $reps run(s);"
     echo "busbw = size / time x $factor_text; ${place_text} results; a ratio above 1 means Tidal is faster."
     for np in $ranks; do

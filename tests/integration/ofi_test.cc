@@ -111,10 +111,13 @@ TEST_P(OfiPathLine, NamesProviderFabricDomainAndAddressFormat) {
     EXPECT_NE(text.find(" fabric="), std::string::npos);
     EXPECT_NE(text.find(" domain="), std::string::npos);
     EXPECT_NE(text.find(" addr=FI_"), std::string::npos);
+    // Every provider here offers FI_TRANSMIT_COMPLETE, which the endpoint
+    // asks for first (net lost a rank's last message without it).
+    EXPECT_NE(text.find(" completion=transmit"), std::string::npos) << text;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Providers, OfiPathLine, ::testing::Values("tcp;ofi_rxm", "shm"),
+INSTANTIATE_TEST_SUITE_P(Providers, OfiPathLine, ::testing::Values("tcp;ofi_rxm", "shm", "net"),
                          providerTestName);
 
 class OfiKilledRank : public ::testing::TestWithParam<const char*> {};
@@ -184,6 +187,7 @@ TEST_P(OfiKilledRank, EveryOtherRankReturnsAnErrorNotAHang) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, OfiKilledRank,
-                         ::testing::Values("tcp;ofi_rxm", "udp;ofi_rxd", "shm"), providerTestName);
+                         ::testing::Values("tcp;ofi_rxm", "udp;ofi_rxd", "shm", "net"),
+                         providerTestName);
 
 }  // namespace

@@ -36,8 +36,15 @@ constexpr size_t kCqBatch = 16;
 // failing it.
 constexpr size_t kEfaRnrRetryInfinite = 7;
 
-// The hints every search uses; `provider` may be empty.
-fi_info* makeHints(const OfiApi& api, const std::string& provider) {
+// The hints every search uses; `provider` may be empty. `transmitComplete`
+// asks that a send complete only once the peer's provider has its data
+// (FI_TRANSMIT_COMPLETE), not when it was queued: this transport progresses
+// a manual-progress provider only inside a call, so a send that completed
+// while still queued in this process would leave with the call and wait for
+// this rank's next call, or be lost if none comes: over the net provider,
+// at 4 ranks, a rank's last Barrier message was lost so when the rank
+// closed its endpoint, and its peer timed out.
+fi_info* makeHints(const OfiApi& api, const std::string& provider, bool transmitComplete) {
   fi_info* hints = api.dupinfo(nullptr);  // fi_allocinfo, without its inline
   if (hints == nullptr) fail(tidalSystemError, "fi_dupinfo(NULL) failed: out of memory");
   hints->caps = FI_TAGGED | FI_MSG | FI_SEND | FI_RECV;
@@ -45,12 +52,13 @@ fi_info* makeHints(const OfiApi& api, const std::string& provider) {
   hints->ep_attr->type = FI_EP_RDM;
   hints->domain_attr->mr_mode = kMrModes;
   hints->domain_attr->threading = FI_THREAD_DOMAIN;
+  if (transmitComplete) hints->tx_attr->op_flags = FI_TRANSMIT_COMPLETE;
   if (!provider.empty()) hints->fabric_attr->prov_name = ::strdup(provider.c_str());
   return hints;
 }
 
 std::string offeredProviders(const OfiApi& api) {
-  fi_info* hints = makeHints(api, "");
+  fi_info* hints = makeHints(api, "", false);
   fi_info* list = nullptr;
   const int ret = api.getinfo(kApiVersion, nullptr, nullptr, 0, hints, &list);
   api.freeinfo(hints);
@@ -77,9 +85,16 @@ std::string toText(const OfiApi& api, const void* data, fi_type type) {
 
 Endpoint::Endpoint(const OfiApi& api, int rank, const std::string& provider, bool registerAlways)
     : api_(api), rank_(rank), registerAlways_(registerAlways) {
-  fi_info* hints = makeHints(api, provider);
-  const int found = api.getinfo(kApiVersion, nullptr, nullptr, 0, hints, &info_);
-  api.freeinfo(hints);
+  // With FI_TRANSMIT_COMPLETE first; a provider without it is still used,
+  // and its path line says so.
+  int found = -FI_ENODATA;
+  for (const bool transmitComplete : {true, false}) {
+    fi_info* hints = makeHints(api, provider, transmitComplete);
+    found = api.getinfo(kApiVersion, nullptr, nullptr, 0, hints, &info_);
+    api.freeinfo(hints);
+    transmitComplete_ = transmitComplete;
+    if (found == 0 && info_ != nullptr) break;
+  }
   if (found != 0 || info_ == nullptr) {
     const char* envProvider = std::getenv("FI_PROVIDER");
     const std::string asked = !provider.empty() ? fmt::format("TIDAL_OFI_PROVIDER='{}'", provider)
@@ -139,11 +154,12 @@ Endpoint::Endpoint(const OfiApi& api, int rank, const std::string& provider, boo
     maxMessageBytes_ = std::max<size_t>(1, info_->ep_attr->max_msg_size);
     const uint64_t mrMode = static_cast<uint64_t>(info_->domain_attr->mr_mode);
     localMr_ = registerAlways_ || (mrMode & FI_MR_LOCAL) != 0;
-    pathText_ = fmt::format("{} fabric={} domain={} addr={} mr=[{}]{}", prov,
+    pathText_ = fmt::format("{} fabric={} domain={} addr={} mr=[{}] completion={}{}", prov,
                             info_->fabric_attr->name ? info_->fabric_attr->name : "?",
                             info_->domain_attr->name ? info_->domain_attr->name : "?",
                             toText(api_, &info_->addr_format, FI_TYPE_ADDR_FORMAT),
                             toText(api_, &info_->domain_attr->mr_mode, FI_TYPE_MR_MODE),
+                            transmitComplete_ ? "transmit" : "provider-default",
                             registerAlways_ ? " register-always" : "");
   } catch (...) {
     close();

@@ -138,6 +138,8 @@ class Endpoint {
   std::string pathText_;
   size_t maxMessageBytes_ = 0;
   bool localMr_ = false;  // register and pass descriptors
+  // Sends complete once the peer's provider has the data (FI_TRANSMIT_COMPLETE).
+  bool transmitComplete_ = false;
   size_t txCapacity_ = 0, rxCapacity_ = 0;
   size_t txInFlight_ = 0, rxInFlight_ = 0;
   uint64_t nextKey_ = 1;
