@@ -279,6 +279,19 @@ TEST(BootstrapRoot, StrangersDoNotStopTheJob) {
   Socket halfHeader = strangerConnect(id.root);
   sendRaw(halfHeader, std::vector<uint8_t>{0x4b, 0x42, 0x44});  // three bytes, then nothing
 
+  // The root reads the strangers' hellos before the ranks join, as it would
+  // in a job a scanner found first. Without this wait the ranks could win
+  // the race, and a root that has all its ranks closes a hello it never read
+  // without a word (the wrong secret's line was missing once under ASan).
+  const auto refused = [&] {
+    return logs.contains(wrongSecret.localAddress().toString(), "wrong secret") &&
+           logs.contains(garbage.localAddress().toString(), "magic") &&
+           logs.contains(oversize.localAddress().toString(), "expected 48");
+  };
+  for (const auto until = Clock::now() + 5s; !refused() && Clock::now() < until;) {
+    std::this_thread::sleep_for(10ms);
+  }
+
   const auto start = Clock::now();
   auto outcomes = runRanks(id, 3, allRanks(3), [](Bootstrap& b) {
     int mine = b.rank(), all[3] = {-1, -1, -1};
