@@ -9,8 +9,8 @@
 // region spins in fi_tsend or fi_cq_read with no way out.
 //
 // The watch turns that silent hang into a loud failure. The calling thread
-// brackets each call with enter()/leave() (two relaxed counter increments,
-// cheap enough for fi_cq_read in a polling loop); a thread of the watch's
+// brackets each call with enter()/leave() (two counter stores, cheap enough
+// for fi_cq_read in a polling loop); a thread of the watch's
 // own samples the counter, and when one call has been inside for `limit`
 // (TIDAL_TIMEOUT) it reports the call, the peer, and how long, then runs
 // `onStuck`. The default ends the process with abort(): a thread spinning
@@ -47,12 +47,15 @@ class StuckCallWatch {
   // Brackets one call. `call` must be a string literal; `peer` is the rank
   // the call concerns, or -1. Not nested, one thread at a time (the caller
   // holds its own lock around the call).
+  // One writer (the caller's lock), so a plain load and store replace a
+  // locked read-modify-write: this runs around every fi_cq_read of a
+  // polling loop.
   void enter(const char* call, int peer) noexcept {
     call_.store(call, std::memory_order_relaxed);
     peer_.store(peer, std::memory_order_relaxed);
-    calls_.fetch_add(1, std::memory_order_release);
+    bump();
   }
-  void leave() noexcept { calls_.fetch_add(1, std::memory_order_release); }
+  void leave() noexcept { bump(); }
 
   // enter() now, leave() at the end of the scope (also when it throws).
   class Scope {
@@ -69,6 +72,9 @@ class StuckCallWatch {
   };
 
  private:
+  void bump() noexcept {
+    calls_.store(calls_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
   void run();
   std::string report(std::chrono::milliseconds inside) const;
 

@@ -632,17 +632,18 @@ class Engine::Run {
     if (const int peer = firstMissingSignature(); peer >= 0) {
       waiting = fmt::format("rank {} to call {} (its call signature has not arrived)", peer,
                             check_->signature.describe());
-    } else if (const int to = firstUnsentSignature();
-               to >= 0 && sendsDone_ == s_.sends.size() && recvsDone_ == s_.recvs.size()) {
-      // Every byte of the call moved, and the peer's signature came: only
-      // the transport's completion of ours is missing (udp;ofi_rxd that
-      // lost an acknowledgement was seen so).
-      waiting = fmt::format(
-          "the transport to complete this rank's call signature to rank {} (every other "
-          "transfer of the call is done)",
-          to);
     } else if (sendsDone_ == s_.sends.size() && recvsDone_ == s_.recvs.size()) {
-      waiting = "the GPU to finish the engine stream";
+      // Every byte of the call moved and the peers' signatures came: what
+      // is left is the transport's completion of ours (udp;ofi_rxd was seen
+      // to withhold it), or else the device plane's stream.
+      if (const int to = firstUnsentSignature(); to >= 0) {
+        waiting = fmt::format(
+            "the transport to complete this rank's call signature to rank {} (every other "
+            "transfer of the call is done)",
+            to);
+      } else {
+        waiting = "the GPU to finish the engine stream";
+      }
     } else if (recvsDone_ < s_.recvs.size()) {
       waiting = fmt::format("data from rank {} (receive {} of {})", s_.recvs[recvsDone_].peer,
                             recvsDone_ + 1, s_.recvs.size());

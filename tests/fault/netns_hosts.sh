@@ -80,7 +80,7 @@ impair() {
       ip netns exec "$ns" tc class add dev "$dev" parent 1: classid 1:10 htb rate 10gbit &&
       ip netns exec "$ns" tc class add dev "$dev" parent 1: classid 1:20 htb rate 20mbit ceil 20mbit &&
       ip netns exec "$ns" tc qdisc add dev "$dev" parent 1:20 bfifo limit 50000 || return 1
-    rules+="    oifname \"$dev\" numgen random mod 100 < $REORDER  counter meta priority set 1:20"$'\n'
+    rules+="    oifname \"$dev\" numgen random mod 100 < $REORDER counter meta priority set 1:20"$'\n'
   fi
   local drop=""
   [ -n "$LOSS" ] && drop="    iifname \"$dev\" numgen random mod 100 < $LOSS counter drop"
