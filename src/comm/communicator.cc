@@ -300,7 +300,11 @@ void Communicator::execute(const char* what, std::optional<CallCheck> check,
   prepare();
   // Every checked collective is numbered, host or device buffers, so that a
   // mismatch report gives each rank's own call number.
-  if (check) check->signature.seq = collectivesCalled_++;
+  if (check) {
+    check->signature.seq = collectivesCalled_++;
+    check->signature.memory =
+        memory.kind == MemoryKind::Cuda ? CallSignature::kDeviceMemory : CallSignature::kHostMemory;
+  }
   const uint64_t recorded = recorder_->begin(what, check ? &check->signature : nullptr);
   try {
     runRecorded(what, check, key, sendbuff, recvbuff, memory, build);
@@ -348,7 +352,7 @@ void Communicator::runRecorded(const char* what, std::optional<CallCheck>& check
     if constexpr (kCached) {
       device_->submit(memory.stream, what,
                       std::make_shared<const coll::Schedule>(schedules_.get(key, build)), sendbuff,
-                      recvbuff);
+                      recvbuff, check);
     } else {
       // The size messages' values travel with the schedule, which names them
       // by address, until the progress thread has run it.
@@ -360,7 +364,7 @@ void Communicator::runRecorded(const char* what, std::optional<CallCheck>& check
       owned->schedule = build(owned->sizes);
       device_->submit(memory.stream, what,
                       std::shared_ptr<const coll::Schedule>(owned, &owned->schedule), sendbuff,
-                      recvbuff);
+                      recvbuff, check);
     }
     return;
   }
@@ -372,8 +376,6 @@ void Communicator::runRecorded(const char* what, std::optional<CallCheck>& check
   try {
     // Host buffers come after every stream-ordered call issued before them.
     if (device_ && !device_->idle()) device_->waitIdle(what);
-    // Host buffers only: the signature travels from host memory, which a
-    // device connection (cuda_ipc) cannot send.
     const CallCheck* checked = check ? &*check : nullptr;
     if constexpr (kCached) {
       engine_->run(schedules_.get(key, build), sendbuff, recvbuff, what, nullptr, checked);

@@ -142,11 +142,12 @@ void DevicePath::connect(std::vector<Record> records, const DevicePathConfig& co
 
 void DevicePath::submit(void* stream, const char* what,
                         std::shared_ptr<const coll::Schedule> schedule, const void* sendbuff,
-                        void* recvbuff) {
+                        void* recvbuff, std::optional<CallCheck> check) {
   streams_->submit(stream, what,
-                   [this, schedule = std::move(schedule), sendbuff, recvbuff,
-                    what](const std::atomic<bool>& aborted) {
-                     engine_->run(*schedule, sendbuff, recvbuff, what, &aborted);
+                   [this, schedule = std::move(schedule), sendbuff, recvbuff, what,
+                    check](const std::atomic<bool>& aborted) {
+                     engine_->run(*schedule, sendbuff, recvbuff, what, &aborted,
+                                  check ? &*check : nullptr);
                    });
 }
 

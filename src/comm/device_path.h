@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,9 +74,11 @@ class DevicePath final : public LinkOpener {
 
   // Enqueues `schedule` on device buffers, ordered on `stream`; returns at
   // once. The schedule (and whatever it names by address, such as the
-  // values of a group's size messages) is kept until the run ends.
+  // values of a group's size messages) is kept until the run ends. `check`,
+  // when given, is the call's signature (Engine::run), sent and compared
+  // from page-locked host memory when the run starts on the progress thread.
   void submit(void* stream, const char* what, std::shared_ptr<const coll::Schedule> schedule,
-              const void* sendbuff, void* recvbuff);
+              const void* sendbuff, void* recvbuff, std::optional<CallCheck> check);
   // Blocks until every submitted collective has finished (see StreamEngine).
   void waitIdle(const char* what) { streams_->waitIdle(what); }
   bool idle() const { return streams_->finished() == streams_->submitted(); }

@@ -88,6 +88,8 @@ std::string CallSignature::describe() const {
   if (type != kNone) add(typeText(type));
   if (op != kNone) add(opText(op));
   if (root != kNone) add(fmt::format("root {}", root));
+  if (memory == kDeviceMemory) add("device buffers");
+  if (memory != kDeviceMemory && memory != kHostMemory) add(fmt::format("memory kind {}", memory));
   return s + ")";
 }
 
@@ -104,6 +106,7 @@ std::string CallSignature::differences(const CallSignature& other) const {
   note(type != other.type, "datatype");
   note(op != other.op, "op");
   note(root != other.root, "root");
+  note(memory != other.memory, "host or device buffers");
   return out;
 }
 

@@ -66,7 +66,10 @@ struct CallSignature {
   // so that a small collective moves one transfer per link, as it would
   // unchecked, and its data arrives with the record it is checked against.
   uint32_t inlineBytes = 0;
-  uint32_t padding = 0;
+  // Where the caller's buffers are: 0 host memory, 1 device (CUDA) memory.
+  // Part of the call: every rank of a collective must pass the same kind
+  // (a device rank's connections cut transfers into staged pieces).
+  uint32_t memory = 0;
   static constexpr size_t kInlineCapacity = 16;
   unsigned char inlineData[kInlineCapacity] = {};
 
@@ -81,7 +84,11 @@ struct CallSignature {
   static CallSignature sendHeader(uint64_t count, tidalDataType_t type, const void* inlined,
                                   size_t inlineBytes);
 
-  // "AllReduce(count 200, float32, sum)". The inline data is not described,
+  static constexpr uint32_t kHostMemory = 0;
+  static constexpr uint32_t kDeviceMemory = 1;
+
+  // "AllReduce(count 200, float32, sum)", with ", device buffers" when they
+  // are. The inline data is not described,
   // nor compared by differences().
   std::string describe() const;
   // The fields in which `other` differs from this one, as "count, op", or

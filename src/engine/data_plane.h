@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/call_signature.h"
 #include "tidal/tidal.h"
 #include "transports/transport.h"
 
@@ -48,6 +49,17 @@ class DataPlane {
     readBack(&size, where, sizeof size);
     return size;
   }
+
+  // Host memory for `count` call-signature records (call_signature.h) that
+  // this plane's connections send from and receive into, and that the
+  // interpreter reads and writes directly: plain memory on the host plane,
+  // page-locked on the device plane, so that a GPU copy of a record is truly
+  // asynchronous. Called when a run starts, never while a transfer of the
+  // previous run's records is pending; valid until the next call.
+  virtual CallSignature* signatureRecords(size_t count) = 0;
+  // Whether the run's buffers are host memory the interpreter may read and
+  // write itself: a send's bytes ride inside its call signature only then.
+  virtual bool buffersInHostMemory() const = 0;
 
   // Whether the poll() descriptors of the connections wake a sleeping wait
   // for everything this plane waits on. GPU completions have no descriptor:

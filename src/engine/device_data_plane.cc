@@ -1,6 +1,8 @@
 #include "engine/device_data_plane.h"
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "core/error.h"
@@ -28,6 +30,18 @@ char* DeviceDataPlane::scratch(size_t bytes) {
     scratch_ = device_.allocateDevice(bytes);
   }
   return scratch_.data();
+}
+
+CallSignature* DeviceDataPlane::signatureRecords(size_t count) {
+  const size_t bytes = count * sizeof(CallSignature);
+  if (records_.size() < bytes) {
+    records_.reset();  // no copy of the previous run's records is pending
+    const size_t capacity = std::max<size_t>(count, 8);
+    records_ = device_.allocatePinned(capacity * sizeof(CallSignature));
+    std::uninitialized_default_construct_n(reinterpret_cast<CallSignature*>(records_.data()),
+                                           capacity);
+  }
+  return reinterpret_cast<CallSignature*>(records_.data());
 }
 
 void DeviceDataPlane::readBack(void* to, const void* where, size_t bytes) {

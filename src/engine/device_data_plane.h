@@ -40,6 +40,8 @@ class DeviceDataPlane final : public DataPlane {
   // Frees the scratch (between runs only); the next run that needs it grows it back.
   void releaseScratch() { scratch_.reset(); }
   void readBack(void* to, const void* where, size_t bytes) override;
+  CallSignature* signatureRecords(size_t count) override;
+  bool buffersInHostMemory() const override { return false; }
   bool wakesOnDescriptors() const override { return false; }
   uint64_t markEnd() override { return device_.mark(); }
   bool finished(uint64_t token) override { return device_.reached(token); }
@@ -53,6 +55,7 @@ class DeviceDataPlane final : public DataPlane {
   OwnedMemory staging_;   // stagingSlots x chunkBytes of device memory
   OwnedMemory scratch_;   // grown to the largest schedule's scratchBytes
   OwnedMemory readBack_;  // pinned: where readBack copies a header to
+  OwnedMemory records_;   // pinned: the call signatures of a run
 };
 
 }  // namespace tidal

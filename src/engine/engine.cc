@@ -190,20 +190,27 @@ class Engine::Run {
     auto sendTo = [this](Connection* c, int64_t firstSend) {
       for (const auto& l : st_.signatureSends)
         if (l.link == c) return;
-      st_.signatureSends.push_back({c, firstSend, 0, check_->signature});
+      st_.signatureSends.push_back({c, firstSend, 0, nullptr});
     };
     auto recvFrom = [this](Connection* c, int peer) {
       const auto p = static_cast<size_t>(peer);
       if (st_.recvOfPeer.size() <= p) st_.recvOfPeer.resize(p + 1, -1);
       if (st_.recvOfPeer[p] >= 0) return;
       st_.recvOfPeer[p] = static_cast<int>(st_.signatureRecvs.size());
-      st_.signatureRecvs.push_back({c, peer, 0, false, false, {}});
+      st_.signatureRecvs.push_back({c, peer, 0, false, false, nullptr});
     };
     for (size_t i = 0; i < s_.sends.size(); ++i) sendTo(st_.sendConn[i], static_cast<int64_t>(i));
     if (check_->ringNext >= 0) sendTo(&e_.sendConnection(check_->ringNext, what_), -1);
     for (size_t i = 0; i < s_.recvs.size(); ++i) recvFrom(st_.recvConn[i], s_.recvs[i].peer);
     if (check_->ringPrev >= 0)
       recvFrom(&e_.recvConnection(check_->ringPrev, what_), check_->ringPrev);
+    CallSignature* records =
+        plane_.signatureRecords(st_.signatureSends.size() + st_.signatureRecvs.size());
+    for (auto& l : st_.signatureSends) {
+      l.record = records++;
+      *l.record = check_->signature;
+    }
+    for (auto& r : st_.signatureRecvs) r.record = records++;
     st_.sendInline.assign(s_.sends.size(), -1);
     st_.recvInline.assign(s_.recvs.size(), -1);
   }
@@ -218,23 +225,24 @@ class Engine::Run {
     while (ready < s_.sends.size() && s_.sends[ready].afterRecv < 0) ++ready;
     for (size_t i = 0; i < st_.signatureSends.size(); ++i) {
       auto& l = st_.signatureSends[i];
-      // The link's first send rides along when it is small and would be
-      // posted at once (its bytes are final now: the prologue ran).
-      if (l.firstSend >= 0) {
+      // The link's first send rides along when it is small, in host memory
+      // and would be posted at once (its bytes are final now: the prologue
+      // ran).
+      if (l.firstSend >= 0 && plane_.buffersInHostMemory()) {
         const auto k = static_cast<size_t>(l.firstSend);
         const auto& op = s_.sends[k];
         if (k < ready && op.bytes > 0 && op.bytes <= CallSignature::kInlineCapacity) {
-          std::memcpy(l.record.inlineData, resolve(op.src), op.bytes);
-          l.record.inlineBytes = static_cast<uint32_t>(op.bytes);
+          std::memcpy(l.record->inlineData, resolve(op.src), op.bytes);
+          l.record->inlineBytes = static_cast<uint32_t>(op.bytes);
           st_.sendInline[k] = static_cast<int>(i);
         }
       }
       l.seq = l.link->posted();
-      l.link->post(&l.record, sizeof(CallSignature));
+      l.link->post(l.record, sizeof(CallSignature));
     }
     for (auto& r : st_.signatureRecvs) {
       r.seq = r.link->posted();
-      r.link->post(&r.record, sizeof(CallSignature));
+      r.link->post(r.record, sizeof(CallSignature));
     }
   }
 
@@ -271,7 +279,7 @@ class Engine::Run {
   }
 
   void failOnMismatch(const RunState::SignatureRecv& r) const {
-    if (auto text = signatureMismatch(e_.rank_, check_->signature, r.peer, r.record))
+    if (auto text = signatureMismatch(e_.rank_, check_->signature, r.peer, *r.record))
       fail(tidalInvalidUsage, "rank {}: {}: {}", e_.rank_, what_, *text);
   }
 
@@ -282,14 +290,14 @@ class Engine::Run {
     auto& r = st_.signatureRecvs[static_cast<size_t>(index)];
     if (r.firstReceiveTaken) return false;
     r.firstReceiveTaken = true;
-    if (r.record.inlineBytes == 0) return false;
-    if (op.sizedBy >= 0 || op.bytes != r.record.inlineBytes ||
-        r.record.inlineBytes > CallSignature::kInlineCapacity) {
+    if (r.record->inlineBytes == 0) return false;
+    if (op.sizedBy >= 0 || op.bytes != r.record->inlineBytes ||
+        r.record->inlineBytes > CallSignature::kInlineCapacity) {
       fail(tidalInvalidUsage,
            "rank {}: {}: rank {} sent {} bytes with its call signature where this rank's first "
            "receive from it takes {}: the two ranks' schedules differ (are TIDAL_* settings "
            "equal on every rank?)",
-           e_.rank_, what_, op.peer, r.record.inlineBytes, op.bytes);
+           e_.rank_, what_, op.peer, r.record->inlineBytes, op.bytes);
     }
     st_.recvInline[nextRecvPost_] = index;
     st_.recvSeq[nextRecvPost_] = r.seq;
@@ -301,7 +309,7 @@ class Engine::Run {
   void deliverInline(size_t i) {
     const auto& op = s_.recvs[i];
     const unsigned char* data =
-        st_.signatureRecvs[static_cast<size_t>(st_.recvInline[i])].record.inlineData;
+        st_.signatureRecvs[static_cast<size_t>(st_.recvInline[i])].record->inlineData;
     if (op.reduce) {
       plane_.reduce(resolve(op.dst), resolve(op.localInput), data, op.bytes / typeSize(s_.type),
                     s_.type, s_.op, op.divisor);

@@ -92,9 +92,8 @@ class Engine {
 
   // Runs `schedule` to completion; `what` names the collective in errors.
   // `alsoAborted`, when given, ends the run like abort() (the stream
-  // engine's flag). `check`, when given (host buffers only: its signature
-  // travels from host memory), puts our call signature ahead of the data on
-  // every send connection (and the ring link of a rooted collective), and
+  // engine's flag). `check`, when given, puts our call signature ahead of
+  // the data on every send connection (and the ring link of a rooted collective), and
   // every receive connection's first transfer must be the peer's matching
   // signature before any data receive is posted on it (call_signature.h).
   void run(const coll::Schedule& schedule, const void* sendbuff, void* recvbuff, const char* what,
@@ -132,13 +131,15 @@ class Engine {
     std::vector<pollfd> pollFds;
     // Call signatures (call_signature.h): each send connection of the run
     // once, with the record it carries, and each receive connection once,
-    // with the record its peer sent. recvOfPeer maps a peer to its index in
+    // with the record its peer sent. The records live in the data plane's
+    // signatureRecords() (page-locked on the device plane), set when the
+    // run's links are known. recvOfPeer maps a peer to its index in
     // signatureRecvs (-1: none in this run).
     struct SignatureSend {
       Connection* link;
       int64_t firstSend;  // index of its first send in the schedule (-1: ring link only)
       uint64_t seq;       // the record's transfer on `link`
-      CallSignature record;
+      CallSignature* record;
     };
     struct SignatureRecv {
       Connection* link;
@@ -146,7 +147,7 @@ class Engine {
       uint64_t seq;
       bool matched;
       bool firstReceiveTaken;
-      CallSignature record;
+      CallSignature* record;
       bool arrived() const { return link->completed() > seq; }
     };
     std::vector<SignatureSend> signatureSends;

@@ -2,6 +2,8 @@
 // (src/reduce), staging and scratch in host memory.
 #pragma once
 
+#include <vector>
+
 #include "core/host_buffer.h"
 #include "engine/data_plane.h"
 
@@ -20,6 +22,11 @@ class HostDataPlane final : public DataPlane {
     return scratch_.data();
   }
   void readBack(void* to, const void* where, size_t bytes) override;
+  CallSignature* signatureRecords(size_t count) override {
+    if (records_.size() < count) records_.resize(count);
+    return records_.data();
+  }
+  bool buffersInHostMemory() const override { return true; }
   bool wakesOnDescriptors() const override { return true; }
   uint64_t markEnd() override { return 0; }
   bool finished(uint64_t) override { return true; }
@@ -28,6 +35,7 @@ class HostDataPlane final : public DataPlane {
  private:
   HostBuffer staging_;
   HostBuffer scratch_;
+  std::vector<CallSignature> records_;
 };
 
 }  // namespace tidal

@@ -36,6 +36,23 @@ TEST(CallSignature, InlineDataIsNotPartOfTheCall) {
   EXPECT_EQ(a.differences(b), "count");
 }
 
+// Where the buffers are is part of the call: a rank that passes host
+// buffers where its peer passes device buffers is named as such.
+TEST(CallSignature, HostAgainstDeviceBuffersIsAMismatch) {
+  auto host =
+      CallSignature::make(CallKind::AllReduce, 0, 8, tidalFloat32, tidalSum, CallSignature::kNone);
+  auto device = host;
+  device.memory = CallSignature::kDeviceMemory;
+  EXPECT_EQ(host.describe(), "AllReduce(count 8, float, sum)");
+  EXPECT_EQ(device.describe(), "AllReduce(count 8, float, sum, device buffers)");
+  const auto text = signatureMismatch(0, host, 1, device);
+  ASSERT_TRUE(text.has_value());
+  EXPECT_NE(text->find("rank 1 called AllReduce(count 8, float, sum, device buffers)"),
+            std::string::npos)
+      << *text;
+  EXPECT_NE(text->find("differ in: host or device buffers"), std::string::npos) << *text;
+}
+
 TEST(CallSignature, MatchingCallsAreNotAMismatch) {
   const auto a =
       CallSignature::make(CallKind::Broadcast, 16, 100, tidalFloat32, CallSignature::kNone, 1);

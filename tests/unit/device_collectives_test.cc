@@ -10,6 +10,7 @@
 // computed independently (tests/integration/expected_values.h).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -504,6 +505,147 @@ TEST(DeviceCollectivesFailure, PeerAbortSurfacesAsAsyncErrorAndOnTheNextCall) {
         }
       });
   EXPECT_EQ(failures[0], "");
+  EXPECT_EQ(live->load(), 0);
+}
+
+// Ranks that disagree about a collective on device buffers (the last rank
+// calls something else): the call signatures travel from page-locked host
+// memory over cuda_ipc and staged connections alike, so no rank's output
+// receives another rank's bytes, every rank's communicator breaks, the
+// ranks that compare the two calls name both, and nobody waits for
+// TIDAL_TIMEOUT. (On device buffers the ranks that did not compare are
+// told by lost connections, not by a notice: docs/troubleshooting.md.)
+enum class DeviceMismatchKind { Count, Datatype, BroadcastRoot, AllReduceVsAllGather };
+
+class DeviceMismatch : public ::testing::TestWithParam<std::tuple<Mode, int, DeviceMismatchKind>> {
+};
+
+TEST_P(DeviceMismatch, NoRankGetsForeignBytesAndTheComparingRanksNameBothCalls) {
+  const auto [mode, n, kind] = GetParam();
+  const ModeEnv env(mode);
+  const ScopedEnv timeout("TIDAL_TIMEOUT", "30");
+  FakeGpu gpu{kKernelTime};
+  auto live = std::make_shared<std::atomic<int>>(0);
+  constexpr size_t kCount = 200;
+  constexpr double kSentinel = 7;
+  std::vector<std::string> texts(static_cast<size_t>(n));
+  const auto start = std::chrono::steady_clock::now();
+  const auto failures =
+      runJob(n, gpu, live, [&](Communicator& comm, FakeGpu::Stream* stream, std::string& failure) {
+        const int rank = comm.rank();
+        const bool odd = rank == n - 1;
+        const bool wide = odd && kind == DeviceMismatchKind::Datatype;
+        const tidalDataType_t type = wide ? tidalFloat64 : tidalFloat32;
+        const CallMemory memory{MemoryKind::Cuda, stream};
+        // Values as doubles; stored as the rank's datatype.
+        std::vector<double> in(kCount, rank + 1), out(kCount * static_cast<size_t>(n), kSentinel);
+        std::vector<float> inF(in.begin(), in.end()), outF(out.begin(), out.end());
+        void* sendbuff = wide ? static_cast<void*>(in.data()) : inF.data();
+        void* recvbuff = wide ? static_cast<void*>(out.data()) : outF.data();
+        int root = 0;
+        switch (kind) {
+          case DeviceMismatchKind::Count:
+            comm.allReduce(sendbuff, recvbuff, odd ? kCount / 2 : kCount, type, tidalSum, memory);
+            break;
+          case DeviceMismatchKind::Datatype:
+            comm.allReduce(sendbuff, recvbuff, kCount, type, tidalSum, memory);
+            break;
+          case DeviceMismatchKind::BroadcastRoot:
+            root = odd ? n - 1 : 0;
+            comm.broadcast(sendbuff, recvbuff, kCount, type, root, memory);
+            break;
+          case DeviceMismatchKind::AllReduceVsAllGather:
+            if (odd) {
+              comm.allGather(sendbuff, recvbuff, kCount, type, memory);
+            } else {
+              comm.allReduce(sendbuff, recvbuff, kCount, type, tidalSum, memory);
+            }
+            break;
+        }
+        if (!gpu.synchronize(stream, std::chrono::seconds(20)))
+          failure += "stream never released\n";
+        // Only what the rank itself put there may be in its output: the
+        // sentinel, its own input (a prologue copy), or, for a Broadcast,
+        // the value of the root this rank named.
+        for (size_t i = 0; i < out.size(); ++i) {
+          const double v = wide ? out[i] : static_cast<double>(outF[i]);
+          if (v != kSentinel && v != rank + 1 &&
+              !(kind == DeviceMismatchKind::BroadcastRoot && v == root + 1)) {
+            failure +=
+                fmt::format("element {} of the output holds {}: another rank's bytes\n", i, v);
+            break;
+          }
+        }
+        try {
+          comm.barrier();
+          failure += "the next call succeeded after a mismatched collective\n";
+        } catch (const Error& e) {
+          texts[static_cast<size_t>(rank)] = e.what();
+        }
+      });
+  const auto took = std::chrono::steady_clock::now() - start;
+  for (const auto& f : failures) EXPECT_EQ(f, "");
+  int named = 0;
+  for (const auto& t : texts) named += t.find("mismatched collective") != std::string::npos;
+  // Two ranks both compare; with three, at least the ranks beside the odd one.
+  std::string all;
+  for (const auto& t : texts) all += t + "\n";
+  EXPECT_GE(named, n == 2 ? 2 : 1) << all;
+  EXPECT_LT(took, std::chrono::seconds(10)) << "a rank waited for TIDAL_TIMEOUT";
+  EXPECT_EQ(live->load(), 0);
+}
+
+const Mode kMismatchModes[] = {kModes[0], kModes[1], kModes[2]};
+std::string mismatchName(
+    const ::testing::TestParamInfo<std::tuple<Mode, int, DeviceMismatchKind>>& info) {
+  static const char* const kKindNames[] = {"count", "datatype", "broadcast_root",
+                                           "allreduce_vs_allgather"};
+  return fmt::format("{}_np{}_{}", std::get<0>(info.param).name, std::get<1>(info.param),
+                     kKindNames[static_cast<int>(std::get<2>(info.param))]);
+}
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, DeviceMismatch,
+    ::testing::Combine(::testing::ValuesIn(kMismatchModes), ::testing::Values(2, 3),
+                       ::testing::Values(DeviceMismatchKind::Count, DeviceMismatchKind::Datatype,
+                                         DeviceMismatchKind::BroadcastRoot,
+                                         DeviceMismatchKind::AllReduceVsAllGather)),
+    mismatchName);
+
+// One rank passes host buffers where the other passes device buffers: a
+// device rank's connections cut transfers into staged pieces, so the two
+// would read each other's streams wrongly. The call signature carries the
+// memory kind: both ranks fail naming it, and neither output is written
+// with the other's bytes.
+TEST(DeviceCollectivesFailure, HostAgainstDeviceBuffersIsANamedMismatch) {
+  const ScopedEnv timeout("TIDAL_TIMEOUT", "30");
+  const ScopedEnv ipc("TIDAL_CUDA_IPC_DISABLE", "1");  // staged over the host link
+  FakeGpu gpu{kKernelTime};
+  auto live = std::make_shared<std::atomic<int>>(0);
+  std::vector<std::string> texts(2);
+  const auto failures =
+      runJob(2, gpu, live, [&](Communicator& comm, FakeGpu::Stream* stream, std::string& failure) {
+        const int rank = comm.rank();
+        std::vector<float> in(100000, static_cast<float>(rank + 1)), out(in.size(), 7.0f);
+        try {
+          comm.allReduce(in.data(), out.data(), in.size(), tidalFloat32, tidalSum,
+                         rank == 0 ? CallMemory{} : CallMemory{MemoryKind::Cuda, stream});
+          if (rank == 1) gpu.synchronize(stream, std::chrono::seconds(20));
+          comm.barrier();
+          failure += "the calls succeeded\n";
+        } catch (const Error& e) {
+          texts[static_cast<size_t>(rank)] = e.what();
+        }
+        for (float v : out) {
+          if (v != 7.0f && v != static_cast<float>(rank + 1)) {
+            failure += fmt::format("the output holds {}: the other rank's bytes\n", v);
+            break;
+          }
+        }
+      });
+  for (const auto& f : failures) EXPECT_EQ(f, "");
+  for (const auto& t : texts) {
+    EXPECT_NE(t.find("differ in: host or device buffers"), std::string::npos) << t;
+  }
   EXPECT_EQ(live->load(), 0);
 }
 
