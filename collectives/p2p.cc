@@ -46,13 +46,17 @@ void appendSend(Schedule& s, int peer, BufferRef header, BufferRef payload, size
 // and each piece takes only what the announced size leaves for it (nothing
 // when the message came inside the header).
 void appendRecv(Schedule& s, int peer, BufferRef payload, size_t bytes, int32_t checkType,
-                size_t chunk) {
+                size_t chunk, const uint64_t* number) {
   const auto header = static_cast<int64_t>(s.recvs.size());
   RecvOp head{peer, {Buffer::Scratch, s.scratchBytes}, kHeaderBytes, false, {}, 0};
   head.sizeLimit = bytes;
   head.messageHeader = true;
   head.headerType = checkType;
   head.inlineTo = payload;
+  if (number) {
+    head.numbered = true;
+    head.numberAt = addressOf(number);
+  }
   s.recvs.push_back(head);
   s.scratchBytes += kHeaderBytes;
   for (size_t off = 0; off < bytes; off += chunk) {
@@ -76,14 +80,16 @@ bool p2pInlined(const P2pFraming& framing, size_t bytes) {
   return framing.inlineSmall && bytes > 0 && bytes <= CallSignature::kInlineCapacity;
 }
 
-Schedule p2pSingle(const P2pOp& op, const P2pFraming& framing, const void* header) {
+Schedule p2pSingle(const P2pOp& op, const P2pFraming& framing, const void* header,
+                   const uint64_t* recvNumber) {
   Schedule s;
   s.type = tidalUint8;
   if (op.kind == P2pOp::Kind::Send) {
     appendSend(s, op.peer, addressOf(header), {Buffer::Send, 0}, op.bytes, chunkOf(framing),
                p2pInlined(framing, op.bytes));
   } else {
-    appendRecv(s, op.peer, {Buffer::Recv, 0}, op.bytes, checkTypeOf(framing, op), chunkOf(framing));
+    appendRecv(s, op.peer, {Buffer::Recv, 0}, op.bytes, checkTypeOf(framing, op), chunkOf(framing),
+               framing.checkTypes ? recvNumber : nullptr);
   }
   return s;
 }
@@ -94,9 +100,14 @@ Schedule p2pGroup(int rank, const std::vector<P2pOp>& ops, const P2pFraming& fra
   s.type = tidalUint8;
   const size_t chunk = chunkOf(framing);
   // Every header is written before any address into `headers` is taken.
-  size_t sends = 0;
-  for (const P2pOp& op : ops) sends += op.kind == P2pOp::Kind::Send && op.peer != rank;
-  headers.assign(sends * kHeaderWords, 0);
+  // Then, after the headers, each receive's expected message number.
+  size_t sends = 0, recvs = 0;
+  for (const P2pOp& op : ops) {
+    if (op.peer == rank) continue;
+    (op.kind == P2pOp::Kind::Send ? sends : recvs) += 1;
+  }
+  headers.assign(sends * kHeaderWords + recvs, 0);
+  size_t nextNumber = sends * kHeaderWords;
   // Self messages: the k-th self-send fills the k-th self-receive.
   std::vector<const P2pOp*> selfSends, selfRecvs;
   size_t nextHeader = 0;
@@ -107,13 +118,17 @@ Schedule p2pGroup(int rank, const std::vector<P2pOp>& ops, const P2pFraming& fra
     }
     if (op.kind == P2pOp::Kind::Send) {
       const bool inlined = p2pInlined(framing, op.bytes);
-      const CallSignature h = CallSignature::sendHeader(op.bytes / typeSize(op.type), op.type,
-                                                        inlined ? op.buffer : nullptr, op.bytes);
+      const CallSignature h =
+          CallSignature::sendHeader(op.bytes / typeSize(op.type), op.type, op.number,
+                                    inlined ? op.buffer : nullptr, op.bytes);
       uint64_t* at = &headers[nextHeader++ * kHeaderWords];
       std::memcpy(at, &h, sizeof h);
       appendSend(s, op.peer, addressOf(at), addressOf(op.buffer), op.bytes, chunk, inlined);
     } else {
-      appendRecv(s, op.peer, addressOf(op.buffer), op.bytes, checkTypeOf(framing, op), chunk);
+      uint64_t* number = &headers[nextNumber++];
+      *number = op.number;
+      appendRecv(s, op.peer, addressOf(op.buffer), op.bytes, checkTypeOf(framing, op), chunk,
+                 framing.checkTypes ? number : nullptr);
     }
   }
   if (selfSends.size() != selfRecvs.size()) {

@@ -113,6 +113,11 @@ struct RecvOp {
   bool messageHeader = false;
   int32_t headerType = -1;
   BufferRef inlineTo{};
+  // When set (TIDAL_CHECK_CALLS), the header's message number must equal the
+  // uint64_t at `numberAt` (host memory the caller fills per call): which of
+  // this rank's receives from the peer this is, counted on the communicator.
+  bool numbered = false;
+  BufferRef numberAt{};
 };
 
 struct Schedule {
@@ -262,6 +267,10 @@ struct P2pOp {
   void* buffer;  // host or device address (all ops of a schedule: one kind)
   size_t bytes;
   tidalDataType_t type = tidalUint8;  // bytes is a whole number of these
+  // Which of this rank's Sends to `peer` (or Recvs from it) on the
+  // communicator this is, from 0: the k-th Send from A to B is B's k-th Recv
+  // from A, and the header carries the number so that the receiver checks it.
+  uint64_t number = 0;
 };
 // How a group's messages are framed (p2p.cc).
 struct P2pFraming {
@@ -278,12 +287,16 @@ bool p2pInlined(const P2pFraming& framing, size_t bytes);
 // the caller's buffer as the run's send (Send) or receive (Recv) buffer, so
 // that the schedule depends only on (kind, peer, bytes, type) and can be
 // kept. A Send's header is read from `header` (a 64-byte CallSignature),
-// which must hold the message's header when the schedule runs.
-Schedule p2pSingle(const P2pOp& op, const P2pFraming& framing, const void* header);
+// which must hold the message's header when the schedule runs; a Recv that
+// checks (framing.checkTypes) reads its expected message number from
+// `recvNumber` when it runs.
+Schedule p2pSingle(const P2pOp& op, const P2pFraming& framing, const void* header,
+                   const uint64_t* recvNumber);
 // One schedule for a whole group: each Send becomes a header and its payload
 // in chunks, each Recv the matching sized receives; a rank's own sends to
 // itself are copied to its receives from itself in posting order.
-// `headers` holds the Sends' headers (8 words each) and must outlive the run.
+// `headers` holds the Sends' headers (8 words each), then the Recvs'
+// expected message numbers (P2pOp::number), and must outlive the run.
 // Throws InvalidUsage when self-sends and self-receives do not pair up.
 Schedule p2pGroup(int rank, const std::vector<P2pOp>& ops, const P2pFraming& framing,
                   std::vector<uint64_t>& headers);

@@ -612,13 +612,28 @@ void Communicator::pointToPoint(const coll::P2pOp& op, const CallMemory& memory)
   execute(
       send ? "Send" : "Recv", std::nullopt,
       {send ? kSend : kRecv, op.bytes, op.type, tidalSum, op.peer, false}, op.buffer, op.buffer,
-      memory, [&] { return coll::p2pSingle(op, framing, &sendHeader_); },
+      memory, [&] { return coll::p2pSingle(op, framing, &sendHeader_, &recvNumber_); },
       [&] {
-        if (!send) return;
+        // Under the call's lock; building this schedule cannot fail, so the
+        // message is counted now.
+        const uint64_t number = messagesWith(op)++;
+        if (!send) {
+          recvNumber_ = number;
+          return;
+        }
         const bool inlined = coll::p2pInlined(framing, op.bytes);
-        sendHeader_ = CallSignature::sendHeader(op.bytes / typeSize(op.type), op.type,
+        sendHeader_ = CallSignature::sendHeader(op.bytes / typeSize(op.type), op.type, number,
                                                 inlined ? op.buffer : nullptr, op.bytes);
       });
+}
+
+uint64_t& Communicator::messagesWith(const coll::P2pOp& op) {
+  if (sentTo_.empty()) {
+    sentTo_.assign(static_cast<size_t>(nranks_), 0);
+    receivedFrom_.assign(static_cast<size_t>(nranks_), 0);
+  }
+  auto& counters = op.kind == coll::P2pOp::Kind::Send ? sentTo_ : receivedFrom_;
+  return counters[static_cast<size_t>(op.peer)];
 }
 
 void Communicator::pointToPoint(const std::vector<coll::P2pOp>& ops, const CallMemory& memory) {
@@ -627,7 +642,19 @@ void Communicator::pointToPoint(const std::vector<coll::P2pOp>& ops, const CallM
                                      : "Send/Recv group";
   const coll::P2pFraming framing = p2pFraming(memory);
   execute(what, std::nullopt, {}, nullptr, nullptr, memory, [&](std::vector<uint64_t>& headers) {
-    return coll::p2pGroup(rank_, ops, framing, headers);
+    // Built under the call's lock. A refused group (self-sends that do not
+    // pair up) gives its numbers back: it leaves the communicator, and the
+    // pairs' numbering, as they were.
+    std::vector<coll::P2pOp> numbered = ops;
+    for (auto& op : numbered)
+      if (op.peer != rank_) op.number = messagesWith(op)++;
+    try {
+      return coll::p2pGroup(rank_, numbered, framing, headers);
+    } catch (...) {
+      for (const auto& op : numbered)
+        if (op.peer != rank_) --messagesWith(op);
+      throw;
+    }
   });
 }
 

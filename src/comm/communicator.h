@@ -72,6 +72,9 @@ class Communicator {
   // One Send or Recv outside a group: on host buffers with another rank, a
   // cached schedule (no build per call), otherwise a group of one.
   void pointToPoint(const coll::P2pOp& op, const CallMemory& memory);
+  // How many messages of `op`'s kind this rank has had with its peer (the
+  // next one's number; P2pOp::number).
+  uint64_t& messagesWith(const coll::P2pOp& op);
 
   // tidalGroupSimulateEnd (group.h, simulation.cc): how long `calls` (a
   // group's collectives on this communicator, in order) and then `p2p` (its
@@ -240,8 +243,11 @@ class Communicator {
   std::unique_ptr<Engine> engine_;
   ScheduleCache schedules_;  // used only under opMutex_
   std::vector<uint8_t> barrierBuffer_;
-  std::vector<uint64_t> messageSizes_;        // size messages of the sized schedule running now
-  CallSignature sendHeader_;                  // the header of a single Send running now
+  std::vector<uint64_t> messageSizes_;  // size messages of the sized schedule running now
+  CallSignature sendHeader_;            // the header of a single Send running now
+  uint64_t recvNumber_ = 0;             // the message number a single Recv expects now
+  // Send/Recv messages to and from each peer so far (P2pOp::number), under opMutex_.
+  std::vector<uint64_t> sentTo_, receivedFrom_;
   bool checkCalls_ = true;                    // TIDAL_CHECK_CALLS
   uint64_t collectivesCalled_ = 0;            // checked collectives run so far (under opMutex_)
   std::unique_ptr<FlightRecorder> recorder_;  // the last calls (flight_recorder.h)

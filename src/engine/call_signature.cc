@@ -48,9 +48,9 @@ CallSignature CallSignature::make(CallKind kind, uint64_t seq, uint64_t count, i
   return s;
 }
 
-CallSignature CallSignature::sendHeader(uint64_t count, tidalDataType_t type, const void* inlined,
-                                        size_t inlineBytes) {
-  CallSignature s = make(CallKind::Send, 0, count, type, kNone, kNone);
+CallSignature CallSignature::sendHeader(uint64_t count, tidalDataType_t type, uint64_t number,
+                                        const void* inlined, size_t inlineBytes) {
+  CallSignature s = make(CallKind::Send, number, count, type, kNone, kNone);
   if (inlined && inlineBytes > 0 && inlineBytes <= kInlineCapacity) {
     std::memcpy(s.inlineData, inlined, inlineBytes);
     s.inlineBytes = static_cast<uint32_t>(inlineBytes);

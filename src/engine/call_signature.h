@@ -80,9 +80,10 @@ struct CallSignature {
   // longer than its receive and (when checking calls) one of another
   // datatype, and recognises a collective's signature arriving instead. A
   // message of at most kInlineCapacity bytes of host memory travels inside
-  // the header (`inlined`), so a small Send is one transfer. seq is unused.
-  static CallSignature sendHeader(uint64_t count, tidalDataType_t type, const void* inlined,
-                                  size_t inlineBytes);
+  // the header (`inlined`), so a small Send is one transfer. seq is the
+  // message's number among the sender's Sends to this peer (P2pOp::number).
+  static CallSignature sendHeader(uint64_t count, tidalDataType_t type, uint64_t number,
+                                  const void* inlined, size_t inlineBytes);
 
   static constexpr uint32_t kHostMemory = 0;
   static constexpr uint32_t kDeviceMemory = 1;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -468,6 +469,17 @@ class Engine::Run {
            "rank {}: {}: rank {} called {} as its call #{} where this rank receives a message "
            "from it: the two ranks' calls are out of step (a Send/Recv against a collective)",
            e_.rank_, what_, op.peer, h.describe(), h.seq + 1);
+    }
+    if (op.numbered) {
+      uint64_t expected = 0;
+      std::memcpy(&expected, resolve(op.numberAt), sizeof expected);
+      if (h.seq != expected) {
+        fail(tidalInvalidUsage,
+             "rank {}: {}: rank {} sent its Send #{} to this rank where this rank's Recv #{} from "
+             "it expected its Send #{}: the two ranks' Send/Recv between them are out of step "
+             "(TIDAL_CHECK_CALLS=0 turns this check off)",
+             e_.rank_, what_, op.peer, h.seq + 1, expected + 1, expected + 1);
+      }
     }
     if (!isValidType(h.type) ||
         h.count > SIZE_MAX / typeSize(static_cast<tidalDataType_t>(h.type))) {
