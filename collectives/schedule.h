@@ -129,6 +129,10 @@ struct Schedule {
   tidalDataType_t type = tidalFloat32;
   // The op the engine applies: avg arrives here as sum, with divisors set.
   tidalRedOp_t op = tidalSum;
+  // Nonzero when the schedule is kept unchanged from now on (ScheduleCache),
+  // unique in the process, and kept by copies: the engine may keep what it
+  // derives from the schedule (its call-signature links) under this id.
+  uint64_t stableId = 0;
 };
 
 struct CollectiveArgs {

@@ -222,11 +222,19 @@ void Communicator::chooseSpinMode(int ranksOnThisHost) {
 std::optional<CallCheck> Communicator::sign(CallKind kind, size_t count, int type, int op,
                                             int root) {
   // Numbered by execute(), under the call's lock.
-  if (!checkCalls_) return std::nullopt;
-  CallCheck check{CallSignature::make(kind, 0, count, type, op, root)};
+  std::optional<CallCheck> check;
+  if (!checkCalls_) return check;
+  // Built in place: this runs on every small call's critical path.
+  check.emplace();
+  CallSignature& sig = check->signature;
+  sig.count = count;
+  sig.kind = static_cast<uint32_t>(kind);
+  sig.type = type;
+  sig.op = op;
+  sig.root = root;
   if (root != CallSignature::kNone && nranks_ > 1) {
-    check.ringNext = (rank_ + 1) % nranks_;
-    check.ringPrev = (rank_ + nranks_ - 1) % nranks_;
+    check->ringNext = (rank_ + 1) % nranks_;
+    check->ringPrev = (rank_ + nranks_ - 1) % nranks_;
   }
   return check;
 }
@@ -333,7 +341,8 @@ void Communicator::collective(const char* what, std::optional<CallCheck> check,
     recording->calls.push_back(coll::everyRank(build, a, topologies));
     return;
   }
-  execute(what, check, key, sendbuff, recvbuff, memory, [&] { return build(a, topology_); });
+  execute(what, std::move(check), key, sendbuff, recvbuff, memory,
+          [&] { return build(a, topology_); });
 }
 
 template <typename Build>

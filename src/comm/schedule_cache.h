@@ -6,7 +6,9 @@
 // and their schedules are large, so they are not kept.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <tuple>
 
@@ -39,10 +41,15 @@ class ScheduleCache {
     }
     // A job that cycles through many sizes starts over rather than growing without bound.
     if (entries_.size() >= kMaxEntries) entries_.clear();
+    s.stableId = nextStableId();
     return entries_.emplace(key, std::move(s)).first->second;
   }
 
  private:
+  static uint64_t nextStableId() {
+    static std::atomic<uint64_t> last{0};
+    return ++last;
+  }
   static constexpr size_t kMaxOps = 1024;
   static constexpr size_t kMaxEntries = 64;
   std::map<Key, coll::Schedule> entries_;

@@ -36,18 +36,6 @@ const char* callKindName(CallKind kind) {
   return "an unknown collective";
 }
 
-CallSignature CallSignature::make(CallKind kind, uint64_t seq, uint64_t count, int type, int op,
-                                  int root) {
-  CallSignature s;
-  s.seq = seq;
-  s.count = count;
-  s.kind = static_cast<uint32_t>(kind);
-  s.type = type;
-  s.op = op;
-  s.root = root;
-  return s;
-}
-
 CallSignature CallSignature::sendHeader(uint64_t count, tidalDataType_t type, uint64_t number,
                                         const void* inlined, size_t inlineBytes) {
   CallSignature s = make(CallKind::Send, number, count, type, kNone, kNone);
@@ -120,6 +108,7 @@ std::optional<std::string> signatureMismatch(int self, const CallSignature& mine
         "check with TIDAL_CHECK_CALLS=0",
         self, mine.describe(), mine.seq + 1, peer, peer, self);
   }
+  if (sameCall(mine, theirs)) return std::nullopt;
   if (static_cast<CallKind>(theirs.kind) == CallKind::Send) {
     return fmt::format(
         "rank {} sent a message, {}, where rank {} called {} as call #{}: the two ranks' calls "

@@ -74,7 +74,16 @@ struct CallSignature {
   unsigned char inlineData[kInlineCapacity] = {};
 
   static CallSignature make(CallKind kind, uint64_t seq, uint64_t count, int type, int op,
-                            int root);
+                            int root) {
+    CallSignature s;
+    s.seq = seq;
+    s.count = count;
+    s.kind = static_cast<uint32_t>(kind);
+    s.type = type;
+    s.op = op;
+    s.root = root;
+    return s;
+  }
   // The header that goes ahead of each Send's payload (collectives/p2p.cc):
   // the message's count and datatype, so that the receiver refuses a message
   // longer than its receive and (when checking calls) one of another
@@ -111,6 +120,14 @@ struct CallCheck {
   int ringNext = -1;  // -1: no ring exchange
   int ringPrev = -1;
 };
+
+// Whether two records describe the same call (what signatureMismatch checks
+// first): inline, for the engine's per-call path, which must not pay for a
+// function returning text when, as nearly always, the calls match.
+inline bool sameCall(const CallSignature& a, const CallSignature& b) {
+  return a.magic == b.magic && a.kind == b.kind && a.seq == b.seq && a.count == b.count &&
+         a.type == b.type && a.op == b.op && a.root == b.root && a.memory == b.memory;
+}
 
 // Rank `self` ran `mine`; rank `peer` sent `theirs`. Empty when they match;
 // otherwise the whole error text, naming both calls.

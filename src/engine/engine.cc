@@ -127,6 +127,7 @@ class Engine::Run {
       // A peer that found the mismatch first breaks off its connections, and
       // our own sends can fail on that before we read its signature: the
       // mismatch, when its record is here, says more than the lost link.
+      st_.signaturePlan = 0;  // its per-run state is not reset
       explainWithSignatures();
       throw;
     }
@@ -141,10 +142,13 @@ class Engine::Run {
       moved |= postRecvs();
       for (Connection* c : st_.connections) moved |= c->progress();
       // A signature that progress() just brought may carry the data of the
-      // receive behind it: taken in this round, not the next.
-      if (check_) {
-        moved |= postRecvs();
-        moved |= checkArrivedSignatures();
+      // receive behind it: taken in this round, not the next. Only a round
+      // that moved something can have brought one (completions change only
+      // in post and progress), so idle rounds, which are most rounds of a
+      // wait, skip it.
+      if (check_ && moved) {
+        if (nextRecvPost_ < s_.recvs.size()) moved |= postRecvs();
+        if (!signaturesCompared_) moved |= checkArrivedSignatures();
       }
       moved |= completeRecvs();
       moved |= completeSends();
@@ -183,15 +187,49 @@ class Engine::Run {
   // The connections the signatures travel on, each once: every send
   // connection carries ours, every receive connection brings the peer's.
   void noteSignatureLinks() {
+    if (s_.stableId != 0 && st_.signaturePlan == s_.stableId &&
+        st_.planRingNext == check_->ringNext && st_.planRingPrev == check_->ringPrev) {
+      // The last run was this kept schedule on the same links: only what
+      // changes per run is reset (a small call repeated in a loop is the
+      // case where this bookkeeping is a visible part of the call). The
+      // records stay where they were placed (the plane's area only moves when
+      // a larger run asks for more, which works out a plan of its own), and
+      // which sends ride inline follows from the schedule and the plane
+      // alone. recvInline is all -1 again: a successful run resets each
+      // entry as it delivers it, and a failed run forgets the plan
+      // (execute()).
+      for (auto& l : st_.signatureSends) *l.record = check_->signature;
+      for (auto& r : st_.signatureRecvs) r.matched = r.firstReceiveTaken = false;
+      return;
+    }
+    st_.signaturePlan = 0;  // until the links below are complete
     // The previous run's peers are forgotten (the map is reused, not
     // reallocated, and a run that failed half-way left its entries).
     for (const auto& r : st_.signatureRecvs) st_.recvOfPeer[static_cast<size_t>(r.peer)] = -1;
     st_.signatureSends.clear();
     st_.signatureRecvs.clear();
-    auto sendTo = [this](Connection* c, int64_t firstSend) {
+    st_.sendInline.assign(s_.sends.size(), -1);
+    st_.recvInline.assign(s_.recvs.size(), -1);
+    // Only sends the first postSends() would post read their bytes when the
+    // signatures are posted, as they would have been read then: those before
+    // the first that waits. A link's first send rides along when it is one
+    // of those, small, and in host memory.
+    size_t ready = 0;
+    while (ready < s_.sends.size() && s_.sends[ready].afterRecv < 0) ++ready;
+    const bool hostBuffers = plane_.buffersInHostMemory();
+    auto sendTo = [&](Connection* c, int64_t firstSend) {
       for (const auto& l : st_.signatureSends)
         if (l.link == c) return;
-      st_.signatureSends.push_back({c, firstSend, 0, nullptr});
+      int64_t rides = -1;
+      if (firstSend >= 0 && hostBuffers && static_cast<size_t>(firstSend) < ready) {
+        const size_t bytes = s_.sends[static_cast<size_t>(firstSend)].bytes;
+        if (bytes > 0 && bytes <= CallSignature::kInlineCapacity) {
+          rides = firstSend;
+          st_.sendInline[static_cast<size_t>(firstSend)] =
+              static_cast<int>(st_.signatureSends.size());
+        }
+      }
+      st_.signatureSends.push_back({c, rides, 0, nullptr});
     };
     auto recvFrom = [this](Connection* c, int peer) {
       const auto p = static_cast<size_t>(peer);
@@ -205,6 +243,7 @@ class Engine::Run {
     for (size_t i = 0; i < s_.recvs.size(); ++i) recvFrom(st_.recvConn[i], s_.recvs[i].peer);
     if (check_->ringPrev >= 0)
       recvFrom(&e_.recvConnection(check_->ringPrev, what_), check_->ringPrev);
+    // Each link's record in the plane's memory; ours filled in.
     CallSignature* records =
         plane_.signatureRecords(st_.signatureSends.size() + st_.signatureRecvs.size());
     for (auto& l : st_.signatureSends) {
@@ -212,31 +251,22 @@ class Engine::Run {
       *l.record = check_->signature;
     }
     for (auto& r : st_.signatureRecvs) r.record = records++;
-    st_.sendInline.assign(s_.sends.size(), -1);
-    st_.recvInline.assign(s_.recvs.size(), -1);
+    st_.signaturePlan = s_.stableId;
+    st_.planRingNext = check_->ringNext;
+    st_.planRingPrev = check_->ringPrev;
   }
 
   // Ours ahead of any data we send, the peers' ahead of any data we take.
   // Nothing waits on our signature's sends: each connection's data sends
   // follow it, and the run waits for those (signaturesSettled for the rest).
   void postSignatures() {
-    // Only sends the first postSends() would post read their bytes now, as
-    // they would have been read then: those before the first that waits.
-    size_t ready = 0;
-    while (ready < s_.sends.size() && s_.sends[ready].afterRecv < 0) ++ready;
-    for (size_t i = 0; i < st_.signatureSends.size(); ++i) {
-      auto& l = st_.signatureSends[i];
-      // The link's first send rides along when it is small, in host memory
-      // and would be posted at once (its bytes are final now: the prologue
-      // ran).
-      if (l.firstSend >= 0 && plane_.buffersInHostMemory()) {
-        const auto k = static_cast<size_t>(l.firstSend);
-        const auto& op = s_.sends[k];
-        if (k < ready && op.bytes > 0 && op.bytes <= CallSignature::kInlineCapacity) {
-          std::memcpy(l.record->inlineData, resolve(op.src), op.bytes);
-          l.record->inlineBytes = static_cast<uint32_t>(op.bytes);
-          st_.sendInline[k] = static_cast<int>(i);
-        }
+    for (auto& l : st_.signatureSends) {
+      // The link's first send, when it rides along (noteSignatureLinks): its
+      // bytes are final now, the prologue ran.
+      if (l.rides >= 0) {
+        const auto& op = s_.sends[static_cast<size_t>(l.rides)];
+        std::memcpy(l.record->inlineData, resolve(op.src), op.bytes);
+        l.record->inlineBytes = static_cast<uint32_t>(op.bytes);
       }
       l.seq = l.link->posted();
       l.link->post(l.record, sizeof(CallSignature));
@@ -280,6 +310,7 @@ class Engine::Run {
   }
 
   void failOnMismatch(const RunState::SignatureRecv& r) const {
+    if (sameCall(check_->signature, *r.record)) return;
     if (auto text = signatureMismatch(e_.rank_, check_->signature, r.peer, *r.record))
       fail(tidalInvalidUsage, "rank {}: {}: {}", e_.rank_, what_, *text);
   }
@@ -526,7 +557,10 @@ class Engine::Run {
           st_.recvConn[recvsDone_]->completed() <= st_.recvSeq[recvsDone_])
         break;
       if (op.afterSend >= 0 && !sendComplete(static_cast<size_t>(op.afterSend))) break;
-      if (check_ && st_.recvInline[recvsDone_] >= 0) deliverInline(recvsDone_);
+      if (check_ && st_.recvInline[recvsDone_] >= 0) {
+        deliverInline(recvsDone_);
+        st_.recvInline[recvsDone_] = -1;  // (noteSignatureLinks)
+      }
       if (op.sizeLimit != coll::RecvOp::kNoLimit) checkMessageSize(recvsDone_);
       // Only receives that reduce and were not reduced on arrival hold a slot.
       if (const int slot = st_.recvSlot[recvsDone_]; slot >= 0) {

@@ -81,8 +81,14 @@ class Engine {
   Engine(int rank, EngineOptions options, std::unique_ptr<DataPlane> plane);
 
   // Connections the schedules may use; the engine does not own them.
-  void addSendConnection(int peer, Connection* connection) { sendTo_[peer] = connection; }
-  void addRecvConnection(int peer, Connection* connection) { recvFrom_[peer] = connection; }
+  void addSendConnection(int peer, Connection* connection) {
+    sendTo_[peer] = connection;
+    state_.signaturePlan = 0;  // the kept links may name the replaced connection
+  }
+  void addRecvConnection(int peer, Connection* connection) {
+    recvFrom_[peer] = connection;
+    state_.signaturePlan = 0;
+  }
   // Where connections to peers not added above come from; none: such a
   // schedule is an internal error.
   void setLinkOpener(LinkOpener* opener) { opener_ = opener; }
@@ -137,8 +143,8 @@ class Engine {
     // signatureRecvs (-1: none in this run).
     struct SignatureSend {
       Connection* link;
-      int64_t firstSend;  // index of its first send in the schedule (-1: ring link only)
-      uint64_t seq;       // the record's transfer on `link`
+      int64_t rides;  // the send of the schedule that rides inside the record, or -1
+      uint64_t seq;   // the record's transfer on `link`
       CallSignature* record;
     };
     struct SignatureRecv {
@@ -155,6 +161,11 @@ class Engine {
     std::vector<int> recvOfPeer;
     std::vector<int> sendInline;  // per send: the signatureSends index it rode in, or -1
     std::vector<int> recvInline;  // per receive: the signatureRecvs index it came in, or -1
+    // The schedule (Schedule::stableId, 0: none) and ring peers that
+    // signatureSends / signatureRecvs / recvOfPeer were worked out for: a run
+    // of the same kept schedule with the same ring reuses them.
+    uint64_t signaturePlan = 0;
+    int planRingNext = -1, planRingPrev = -1;
   };
   RunState state_;
   // How long waits spin now: TIDAL_SPIN_US, or less after waits that the

@@ -2,11 +2,12 @@
 // transport seam (the engine, ib's rail striping): posts are recorded and
 // complete only up to Script::completeUpTo; a post of exactly
 // Script::deliver.size() bytes receives those bytes (a receive the "peer"
-// has answered).
+// has answered), and so does a post of a size in Script::deliverBySize.
 #pragma once
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -22,6 +23,8 @@ class ScriptedConnection final : public Connection {
     std::vector<std::pair<const char*, size_t>> posts;
     uint64_t completeUpTo = 0;
     std::vector<char> deliver;
+    // Receives of other sizes, by size.
+    std::map<size_t, std::vector<char>> deliverBySize;
   };
   explicit ScriptedConnection(std::shared_ptr<Script> script, int peer = 7)
       : script_(std::move(script)), peer_(peer) {}
@@ -30,6 +33,8 @@ class ScriptedConnection final : public Connection {
     script_->posts.emplace_back(static_cast<const char*>(data), bytes);
     if (!script_->deliver.empty() && bytes == script_->deliver.size()) {
       std::memcpy(data, script_->deliver.data(), bytes);
+    } else if (auto it = script_->deliverBySize.find(bytes); it != script_->deliverBySize.end()) {
+      std::memcpy(data, it->second.data(), bytes);
     }
     ++posted_;
   }
