@@ -13,11 +13,15 @@
 namespace tidal {
 
 std::vector<std::string> availableTransports() {
+  std::vector<std::string> names = {"tcp", "shm"};
 #if TIDAL_HAVE_IB
-  return {"tcp", "shm", "ib"};
-#else
-  return {"tcp", "shm"};
+  names.push_back("ib");
 #endif
+#if TIDAL_HAVE_OFI
+  // Offered only where wanted (ofi_transport.h): elsewhere its handle is empty.
+  names.push_back("ofi");
+#endif
+  return names;
 }
 
 std::unique_ptr<Transport> createTransport(const std::string& name, const TransportContext& ctx) {
@@ -27,15 +31,10 @@ std::unique_ptr<Transport> createTransport(const std::string& name, const Transp
   if (name == "ib") return std::make_unique<ib::IbTransport>(ctx);
 #endif
 #if TIDAL_HAVE_OFI
-  // Only on request (TIDAL_NET=ofi) for now: not among the transports every
-  // communicator opens and chooses from per peer.
   if (name == "ofi") return std::make_unique<ofi::OfiTransport>(ctx);
 #endif
   std::string names;
   for (const auto& n : availableTransports()) names += (names.empty() ? "" : ", ") + n;
-#if TIDAL_HAVE_OFI
-  names += ", ofi (TIDAL_NET only)";
-#endif
   fail(tidalInvalidArgument, "rank {}: unknown transport '{}' (TIDAL_NET); available: {}", ctx.rank,
        name, names);
 }

@@ -94,6 +94,8 @@ std::string Links::chooseTransport(int peer) const {
     return records_[static_cast<size_t>(r)].handles[index].length > 0;
   };
   if (offers(rank_, "ib") && offers(peer, "ib")) return "ib";
+  // Offered where EFA is or TIDAL_OFI_PROVIDER asks for it (ofi_transport.h).
+  if (offers(rank_, "ofi") && offers(peer, "ofi")) return "ofi";
   return "tcp";
 }
 

@@ -44,7 +44,8 @@ const std::vector<Definition>& definitions() {
        "Bytes per shm ring slot: the step in which a sender publishes data to its receiver."},
       // libfabric (ofi) transport.
       {"TIDAL_OFI_PROVIDER", Kind::String, "",
-       "ofi provider for TIDAL_NET=ofi (efa, tcp;ofi_rxm, udp;ofi_rxd, shm); empty: FI_PROVIDER."},
+       "ofi provider (efa, tcp;ofi_rxm, udp;ofi_rxd, shm); set: ofi is offered between hosts "
+       "without TIDAL_NET; empty: FI_PROVIDER with TIDAL_NET=ofi, efa where an EFA adapter is."},
       {"TIDAL_OFI_REGISTER_ALWAYS", Kind::Bool, "0",
        "ofi: register every buffer (FI_MR_LOCAL) even where the provider does not ask."},
       // InfiniBand verbs / RoCE transport.

@@ -43,6 +43,22 @@ void expectAllExitedZero(const std::vector<int>& status) {
   }
 }
 
+// Each rank's log (its stderr, written to `logs`.<rank>), read and removed.
+std::vector<std::string> takeRankLogs(const std::string& logs, size_t ranks) {
+  std::vector<std::string> texts;
+  for (size_t r = 0; r < ranks; ++r) {
+    const std::string path = logs + "." + std::to_string(r);
+    texts.push_back(readFile(path));
+    ::unlink(path.c_str());
+  }
+  return texts;
+}
+
+// The path line of rank r's link to the other of two ranks: "rank 0 -> 1: <what>".
+std::string pairLine(size_t r, const std::string& what) {
+  return "rank " + std::to_string(r) + " -> " + std::to_string(1 - r) + ": " + what;
+}
+
 TEST(OfiProvider, UnknownProviderIsRefusedListingTheOfferedOnes) {
   ForkedJob job(2,
                 [](int rank) {
@@ -98,16 +114,12 @@ TEST_P(OfiPathLine, NamesProviderFabricDomainAndAddressFormat) {
                  {"TIDAL_OFI_PROVIDER", provider},
                  {"TIDAL_DEBUG", "INFO"},
                  {"TIDAL_TIMEOUT", std::to_string(kTimeoutSeconds)}});
-  const std::vector<int> status = job.wait(seconds(4 * kTimeoutSeconds));
-  expectAllExitedZero(status);
-  for (size_t r = 0; r < job.pids.size(); ++r) {
-    const std::string path = logs + "." + std::to_string(r);
-    const std::string text = readFile(path);
-    ::unlink(path.c_str());
-    const std::string line =
-        "rank " + std::to_string(r) + " -> " + std::to_string(1 - r) + ": ofi " + provider;
-    EXPECT_NE(text.find(line), std::string::npos) << "no '" << line << "' in " << path << ":\n"
-                                                  << text;
+  expectAllExitedZero(job.wait(seconds(4 * kTimeoutSeconds)));
+  const std::vector<std::string> texts = takeRankLogs(logs, job.pids.size());
+  for (size_t r = 0; r < texts.size(); ++r) {
+    const std::string& text = texts[r];
+    const std::string line = pairLine(r, "ofi " + provider);
+    EXPECT_NE(text.find(line), std::string::npos) << "no '" << line << "' in:\n" << text;
     EXPECT_NE(text.find(" fabric="), std::string::npos);
     EXPECT_NE(text.find(" domain="), std::string::npos);
     EXPECT_NE(text.find(" addr=FI_"), std::string::npos);
@@ -119,6 +131,102 @@ TEST_P(OfiPathLine, NamesProviderFabricDomainAndAddressFormat) {
 
 INSTANTIATE_TEST_SUITE_P(Providers, OfiPathLine, ::testing::Values("tcp;ofi_rxm", "shm", "net"),
                          providerTestName);
+
+// Without TIDAL_NET the communicator chooses per pair: ofi is offered only
+// where it is wanted (TIDAL_OFI_PROVIDER, or an EFA adapter in sysfs), and a
+// pair on two hosts takes it over tcp; elsewhere libfabric is not even
+// loaded, and a provider that cannot be opened steps aside for tcp with a
+// warning. Each rank claims its own host (TIDAL_HOSTID), so shm is out.
+struct AutoCase {
+  const char* name;
+  std::vector<std::pair<std::string, std::string>> env;
+  const char* pathLine;  // what "rank R -> P: " must be followed by
+  const char* logLine;   // another line every rank's log must have ("" : none)
+  bool libfabricLoaded;
+};
+
+class OfiAutoSelection : public ::testing::TestWithParam<AutoCase> {};
+
+TEST_P(OfiAutoSelection, TakesOfiOnlyWhereWanted) {
+  const AutoCase& c = GetParam();
+  const std::string logs = ::testing::TempDir() + "ofi_auto_" + std::to_string(::getpid());
+  auto env = c.env;
+  env.push_back({"TIDAL_DEBUG", "INFO"});
+  env.push_back({"TIDAL_TIMEOUT", std::to_string(kTimeoutSeconds)});
+  ForkedJob job(
+      2,
+      [&logs](int rank) {
+        const std::string path = logs + "." + std::to_string(rank);
+        if (!std::freopen(path.c_str(), "w", stderr)) return 9;
+        ::setenv("TIDAL_HOSTID", ("host" + std::to_string(rank)).c_str(), 1);
+        tidalComm_t comm;
+        if (tidalCommInitFromEnv(&comm) != tidalSuccess) return 10;
+        std::vector<float> buf(1000, static_cast<float>(rank + 1));
+        const tidalResult_t r = tidalAllReduce(buf.data(), buf.data(), buf.size(), tidalFloat32,
+                                               tidalSum, comm, nullptr);
+        // Whether libfabric was loaded into this process at all.
+        const bool loaded = readFile("/proc/self/maps").find("libfabric") != std::string::npos;
+        std::fprintf(stderr, "\nlibfabric loaded: %s\n", loaded ? "yes" : "no");
+        std::fflush(stderr);
+        tidalCommDestroy(comm);
+        if (r != tidalSuccess) return 11;
+        for (float v : buf)
+          if (v != 3.0f) return 12;
+        return 0;
+      },
+      env);
+  expectAllExitedZero(job.wait(seconds(4 * kTimeoutSeconds)));
+  const std::vector<std::string> texts = takeRankLogs(logs, job.pids.size());
+  for (size_t r = 0; r < texts.size(); ++r) {
+    const std::string& text = texts[r];
+    const std::string line = pairLine(r, c.pathLine);
+    EXPECT_NE(text.find(line), std::string::npos) << "no '" << line << "' in:\n" << text;
+    if (*c.logLine) {
+      EXPECT_NE(text.find(c.logLine), std::string::npos) << text;
+    }
+    EXPECT_NE(text.find(std::string("libfabric loaded: ") + (c.libfabricLoaded ? "yes" : "no")),
+              std::string::npos)
+        << text;
+  }
+}
+
+// A sysfs tree with one EFA adapter, the way the kernel lays it out.
+std::string fakeEfaSysfs() {
+  namespace fs = std::filesystem;
+  const fs::path root =
+      fs::path(::testing::TempDir()) / ("efa-sysfs-" + std::to_string(::getpid()));
+  const fs::path pci = root / "devices/pci0000:00/0000:00:06.0";
+  fs::create_directories(pci);
+  fs::create_directories(root / "bus/pci/drivers/efa");
+  std::error_code ec;
+  fs::create_directory_symlink(root / "bus/pci/drivers/efa", pci / "driver", ec);
+  fs::create_directories(root / "class/infiniband/rdmap0s6");
+  fs::create_directory_symlink(pci, root / "class/infiniband/rdmap0s6/device", ec);
+  return root.string();
+}
+
+std::string autoCaseName(const ::testing::TestParamInfo<AutoCase>& p) { return p.param.name; }
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, OfiAutoSelection,
+    ::testing::Values(AutoCase{"provider_asked",
+                               {{"TIDAL_OFI_PROVIDER", "tcp;ofi_rxm"}},
+                               "ofi tcp;ofi_rxm",
+                               "ofi offered (TIDAL_OFI_PROVIDER=tcp;ofi_rxm)",
+                               true},
+                      AutoCase{"not_wanted", {}, "tcp", "", false},
+                      AutoCase{"provider_missing",
+                               {{"TIDAL_OFI_PROVIDER", "no_such_provider"}},
+                               "tcp",
+                               "ofi not offered (TIDAL_OFI_PROVIDER=no_such_provider); tcp carries",
+                               true},
+                      // EFA in sysfs, but no efa provider in this libfabric: tcp, warned.
+                      AutoCase{"efa_adapter_without_provider",
+                               {{"TIDAL_TOPO_SYSFS", fakeEfaSysfs()}},
+                               "tcp",
+                               "ofi not offered (EFA adapter rdmap0s6); tcp carries",
+                               true}),
+    autoCaseName);
 
 class OfiKilledRank : public ::testing::TestWithParam<const char*> {};
 

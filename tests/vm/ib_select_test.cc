@@ -10,8 +10,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "../integration/job_fork.h"
 #include "../unit/scoped_env.h"
@@ -31,6 +34,59 @@ namespace tidal::ib {
 namespace {
 
 using ::testing::HasSubstr;
+
+// A verbs table over two fake devices: an EFA-like one (node type
+// unspecified) and an InfiniBand HCA that cannot be opened. Only the device
+// list and names are real calls; opening records which device was tried.
+struct FakeVerbs {
+  static inline ibv_device devices[2]{};
+  static inline ibv_device* list[3]{};
+  static inline std::vector<std::string> opened;
+  static ibv_device** getDeviceList(int* count) {
+    *count = 2;
+    return list;
+  }
+  static void freeDeviceList(ibv_device**) {}
+  static const char* getDeviceName(ibv_device* d) { return d->name; }
+  static ibv_context* openDevice(ibv_device* d) {
+    opened.emplace_back(d->name);
+    return nullptr;  // "cannot open": the scan notes it and goes on
+  }
+  static VerbsApi api() {
+    std::snprintf(devices[0].name, sizeof devices[0].name, "rdmap0s6");
+    devices[0].node_type = IBV_NODE_UNSPECIFIED;
+    std::snprintf(devices[1].name, sizeof devices[1].name, "mlx5_0");
+    devices[1].node_type = IBV_NODE_CA;
+    list[0] = &devices[0];
+    list[1] = &devices[1];
+    list[2] = nullptr;
+    opened.clear();
+    VerbsApi a{};
+    a.getDeviceList = getDeviceList;
+    a.freeDeviceList = freeDeviceList;
+    a.getDeviceName = getDeviceName;
+    a.openDevice = openDevice;
+    return a;
+  }
+};
+
+// EFA's queue pairs are SRD, not RC: ib must leave such a device alone (the
+// ofi transport drives it), say so, and still look at the others.
+TEST(PortScan, DevicesOfUnspecifiedNodeTypeLikeEfaAreSkippedUnopened) {
+  const auto root =
+      std::filesystem::temp_directory_path() / ("tidal-fake-sysfs-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(root / "class" / "infiniband_verbs");
+  const VerbsApi api = FakeVerbs::api();
+  const PortScan scan = scanPorts(api, HcaSpec{}, root.string());
+  std::filesystem::remove_all(root);
+  EXPECT_TRUE(scan.usable.empty());
+  EXPECT_EQ(FakeVerbs::opened, std::vector<std::string>{"mlx5_0"});
+  EXPECT_NE(scan.seen.find("rdmap0s6 (not InfiniBand or RoCE: node type unspecified, as EFA's; "
+                           "TIDAL_NET=ofi drives EFA)"),
+            std::string::npos)
+      << scan.seen;
+  EXPECT_NE(scan.seen.find("mlx5_0 (cannot open"), std::string::npos) << scan.seen;
+}
 
 TEST(HcaSpec, PrefixesPortsExclusionAndExact) {
   const HcaSpec any = parseHcaSpec("");

@@ -62,12 +62,12 @@ std::string sysfsPortDir(const std::string& device, int port) {
   return fmt::format("/sys/class/infiniband/{}/ports/{}", device, port);
 }
 
-PortScan scanPorts(const VerbsApi& api, const HcaSpec& spec) {
+PortScan scanPorts(const VerbsApi& api, const HcaSpec& spec, const std::string& sysfsRoot) {
   PortScan scan;
   // Without the kernel's uverbs interface libibverbs would only complain
   // on stderr; say it plainly instead.
   std::error_code ec;
-  if (!std::filesystem::exists("/sys/class/infiniband_verbs", ec)) {
+  if (!std::filesystem::exists(sysfsRoot + "/class/infiniband_verbs", ec)) {
     scan.seen = "no RDMA device: the kernel has no uverbs (/sys/class/infiniband_verbs is missing)";
     return scan;
   }
@@ -81,6 +81,14 @@ PortScan scanPorts(const VerbsApi& api, const HcaSpec& spec) {
   auto note = [&](const std::string& what) { scan.seen += (scan.seen.empty() ? "" : ", ") + what; };
   for (int d = 0; d < count; ++d) {
     const std::string name = api.getDeviceName(list[d]);
+    if (list[d]->node_type == IBV_NODE_UNSPECIFIED) {
+      // EFA (and other non-InfiniBand, non-RoCE devices): no RC queue pairs.
+      note(
+          fmt::format("{} (not InfiniBand or RoCE: node type unspecified, as EFA's; TIDAL_NET=ofi "
+                      "drives EFA)",
+                      name));
+      continue;
+    }
     ContextCloser ctx{api, api.openDevice(list[d])};
     if (ctx.context == nullptr) {
       note(fmt::format("{} (cannot open: {})", name, errnoText(errno)));

@@ -46,7 +46,10 @@ struct PortScan {
 
 // Lists the ports of every device. Never throws for a missing device: an
 // empty result says "no RDMA here" and `seen` says what was looked at.
-PortScan scanPorts(const VerbsApi& api, const HcaSpec& spec);
+// Devices whose node type is unspecified (AWS EFA, whose queue pairs are SRD,
+// not RC) are skipped unopened: ib would fail on them at connect, and the
+// ofi transport is theirs. `sysfsRoot` is where sysfs is (tests).
+PortScan scanPorts(const VerbsApi& api, const HcaSpec& spec, const std::string& sysfsRoot = "/sys");
 
 std::string sysfsPortDir(const std::string& device, int port);
 

@@ -3,29 +3,73 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/params.h"
+#include "topology/efa_devices.h"
 #include "transports/ofi/ofi_api.h"
 #include "transports/ofi/ofi_connection.h"
 
 namespace tidal::ofi {
 
-OfiTransport::OfiTransport(const TransportContext& ctx) : ctx_(ctx) {
-  if (ctx.nranks > OfiConnection::kMaxRanks) {
-    fail(tidalInvalidArgument, "rank {}: ofi carries at most {} ranks in its tags, not {}",
-         ctx.rank, OfiConnection::kMaxRanks, ctx.nranks);
-  }
-}
+OfiTransport::OfiTransport(const TransportContext& ctx) : ctx_(ctx) {}
 
 OfiTransport::~OfiTransport() = default;
 
 ConnectHandle OfiTransport::listen() {
+  if (params::getString("TIDAL_NET") == "ofi") {
+    if (ctx_.nranks > OfiConnection::kMaxRanks) {
+      fail(tidalInvalidArgument, "rank {}: ofi carries at most {} ranks in its tags, not {}",
+           ctx_.rank, OfiConnection::kMaxRanks, ctx_.nranks);
+    }
+    openEndpoint(params::getString("TIDAL_OFI_PROVIDER"));
+    return endpoint_->address();
+  }
+  // Offered among the others: an empty handle says "not here", and the
+  // pair falls back to tcp (Links::chooseTransport).
+  std::string why;
+  const std::optional<std::string> provider = autoProvider(&why);
+  if (!provider) {
+    TIDAL_TRACE(Net, "rank {}: ofi not offered: {}", ctx_.rank, why);
+    return {};
+  }
+  try {
+    openEndpoint(*provider);
+  } catch (const Error& e) {
+    TIDAL_WARN(Net, "rank {}: ofi not offered ({}); tcp carries what it would have: {}", ctx_.rank,
+               why, e.what());
+    endpoint_.reset();
+    return {};
+  }
+  TIDAL_INFO(Net, "rank {}: ofi offered ({})", ctx_.rank, why);
+  return endpoint_->address();
+}
+
+std::optional<std::string> OfiTransport::autoProvider(std::string* why) const {
+  if (ctx_.nranks > OfiConnection::kMaxRanks) {
+    *why =
+        fmt::format("{} ranks exceed the {} its tags carry", ctx_.nranks, OfiConnection::kMaxRanks);
+    return std::nullopt;
+  }
+  if (std::string asked = params::getString("TIDAL_OFI_PROVIDER"); !asked.empty()) {
+    *why = fmt::format("TIDAL_OFI_PROVIDER={}", asked);
+    return asked;
+  }
+  const std::string sysfs = params::getString("TIDAL_TOPO_SYSFS");
+  const std::vector<std::string> efa = topo::efaDevices(sysfs.empty() ? "/sys" : sysfs);
+  if (efa.empty()) {
+    *why = "no EFA adapter on this host and TIDAL_OFI_PROVIDER is unset";
+    return std::nullopt;
+  }
+  *why = fmt::format("EFA adapter {}", efa.front());
+  return std::string("efa");
+}
+
+void OfiTransport::openEndpoint(const std::string& provider) {
   std::string why;
   const OfiApi* api = OfiApi::load(&why);
-  if (api == nullptr) fail(tidalSystemError, "rank {}: ofi (TIDAL_NET=ofi): {}", ctx_.rank, why);
-  endpoint_ = std::make_unique<Endpoint>(*api, ctx_.rank, params::getString("TIDAL_OFI_PROVIDER"),
+  if (api == nullptr) fail(tidalSystemError, "rank {}: ofi: {}", ctx_.rank, why);
+  endpoint_ = std::make_unique<Endpoint>(*api, ctx_.rank, provider,
                                          params::getBool("TIDAL_OFI_REGISTER_ALWAYS"));
   TIDAL_INFO(Net, "rank {}: ofi endpoint {} ({} address bytes)", ctx_.rank, endpoint_->pathText(),
              endpoint_->address().size());
-  return endpoint_->address();
 }
 
 std::unique_ptr<Connection> OfiTransport::connectSend(int peer, const ConnectHandle& peerHandle,

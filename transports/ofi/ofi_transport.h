@@ -7,11 +7,17 @@
 // because every chunk is matched by its tag (ofi_connection.h). So connect
 // and accept never wait for the peer: the first message does.
 //
-// Chosen with TIDAL_NET=ofi; TIDAL_OFI_PROVIDER (else libfabric's own
-// FI_PROVIDER) picks the provider. Host memory only.
+// Forced with TIDAL_NET=ofi; TIDAL_OFI_PROVIDER (else libfabric's own
+// FI_PROVIDER) picks the provider. Without TIDAL_NET it is offered only where
+// it is wanted: TIDAL_OFI_PROVIDER is set, or the host has an EFA adapter
+// (then with the efa provider); elsewhere listen() returns an empty handle
+// without loading libfabric, and a provider that cannot be opened makes it
+// step aside with a warning (tcp carries the traffic). Host memory only.
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "transports/ofi/ofi_endpoint.h"
 #include "transports/transport.h"
@@ -38,6 +44,11 @@ class OfiTransport final : public Transport {
   void abort() override {}
 
  private:
+  // The provider to open when the communicator chose transports itself,
+  // or nullopt when ofi is not to be offered (with the reason in *why).
+  std::optional<std::string> autoProvider(std::string* why) const;
+  void openEndpoint(const std::string& provider);
+
   TransportContext ctx_;
   std::unique_ptr<Endpoint> endpoint_;
 };
