@@ -4,7 +4,9 @@
 // killed peer becomes an error in every survivor within TIDAL_TIMEOUT.
 // Real rank processes (job_fork.h); the data path itself is checked by the
 // correctness suites registered over ofi (tests/integration/CMakeLists.txt).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +22,7 @@
 #include "job_fork.h"
 #include "killed_rank.h"
 #include "tidal/tidal.h"
+#include "transports/ofi/stale_shm_regions.h"
 
 namespace {
 
@@ -41,6 +44,22 @@ void expectAllExitedZero(const std::vector<int>& status) {
     ASSERT_TRUE(WIFEXITED(status[r])) << "rank " << r << " crashed, status " << status[r];
     EXPECT_EQ(WEXITSTATUS(status[r]), 0) << "rank " << r;
   }
+}
+
+// In a rank of a 2-rank job: init from the environment and one AllReduce of
+// 1000 floats (rank + 1 each). 0 when exact; 10 init failed, 11 the call
+// failed, 12 a wrong element.
+int allReduceOfTwoIsExact(int rank) {
+  tidalComm_t comm;
+  if (tidalCommInitFromEnv(&comm) != tidalSuccess) return 10;
+  std::vector<float> buf(1000, static_cast<float>(rank + 1));
+  const tidalResult_t r =
+      tidalAllReduce(buf.data(), buf.data(), buf.size(), tidalFloat32, tidalSum, comm, nullptr);
+  tidalCommDestroy(comm);
+  if (r != tidalSuccess) return 11;
+  for (float v : buf)
+    if (v != 3.0f) return 12;
+  return 0;
 }
 
 // Each rank's log (its stderr, written to `logs`.<rank>), read and removed.
@@ -99,16 +118,7 @@ TEST_P(OfiPathLine, NamesProviderFabricDomainAndAddressFormat) {
                   // would drop a file sink's buffer.
                   const std::string path = logs + "." + std::to_string(rank);
                   if (!std::freopen(path.c_str(), "w", stderr)) return 9;
-                  tidalComm_t comm;
-                  if (tidalCommInitFromEnv(&comm) != tidalSuccess) return 10;
-                  std::vector<float> buf(1000, static_cast<float>(rank + 1));
-                  const tidalResult_t r = tidalAllReduce(buf.data(), buf.data(), buf.size(),
-                                                         tidalFloat32, tidalSum, comm, nullptr);
-                  tidalCommDestroy(comm);
-                  if (r != tidalSuccess) return 11;
-                  for (float v : buf)
-                    if (v != 3.0f) return 12;
-                  return 0;
+                  return allReduceOfTwoIsExact(rank);
                 },
                 {{"TIDAL_NET", "ofi"},
                  {"TIDAL_OFI_PROVIDER", provider},
@@ -159,20 +169,12 @@ TEST_P(OfiAutoSelection, TakesOfiOnlyWhereWanted) {
         const std::string path = logs + "." + std::to_string(rank);
         if (!std::freopen(path.c_str(), "w", stderr)) return 9;
         ::setenv("TIDAL_HOSTID", ("host" + std::to_string(rank)).c_str(), 1);
-        tidalComm_t comm;
-        if (tidalCommInitFromEnv(&comm) != tidalSuccess) return 10;
-        std::vector<float> buf(1000, static_cast<float>(rank + 1));
-        const tidalResult_t r = tidalAllReduce(buf.data(), buf.data(), buf.size(), tidalFloat32,
-                                               tidalSum, comm, nullptr);
+        const int status = allReduceOfTwoIsExact(rank);
         // Whether libfabric was loaded into this process at all.
         const bool loaded = readFile("/proc/self/maps").find("libfabric") != std::string::npos;
         std::fprintf(stderr, "\nlibfabric loaded: %s\n", loaded ? "yes" : "no");
         std::fflush(stderr);
-        tidalCommDestroy(comm);
-        if (r != tidalSuccess) return 11;
-        for (float v : buf)
-          if (v != 3.0f) return 12;
-        return 0;
+        return status;
       },
       env);
   expectAllExitedZero(job.wait(seconds(4 * kTimeoutSeconds)));
@@ -228,6 +230,67 @@ INSTANTIATE_TEST_SUITE_P(
                                true}),
     autoCaseName);
 
+// Stale shm regions (transports/ofi/stale_shm_regions.h): only regions of
+// this pid and user that were last modified before the process started go.
+TEST(StaleShmRegions, OnlyRegionsOfThisPidAndUserOlderThanTheProcessAreRemoved) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("stale-shm-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const pid_t pid = 4242;
+  const uid_t uid = ::getuid();
+  const auto start = std::chrono::system_clock::now();
+  auto region = [&](const std::string& name, bool old) {
+    std::ofstream(dir / name) << "x";
+    if (old) {
+      const timespec times[2] = {{0, UTIME_OMIT}, {::time(nullptr) - 3600, 0}};
+      ::utimensat(AT_FDCWD, (dir / name).c_str(), times, 0);
+    }
+  };
+  const std::string me = std::to_string(pid) + ":" + std::to_string(uid) + ":";
+  region(me + "0", true);                                                    // stale: removed
+  region(me + "1", false);                                                   // ours, live: kept
+  region("4243:" + std::to_string(uid) + ":0", true);                        // another pid: kept
+  region(std::to_string(pid) + ":" + std::to_string(uid + 1) + ":0", true);  // another user
+  const auto removed = tidal::ofi::removeStaleShmRegions(dir.string(), pid, uid, start);
+  EXPECT_EQ(removed, std::vector<std::string>{me + "0"});
+  EXPECT_FALSE(fs::exists(dir / (me + "0")));
+  EXPECT_TRUE(fs::exists(dir / (me + "1")));
+  EXPECT_TRUE(fs::exists(dir / ("4243:" + std::to_string(uid) + ":0")));
+  fs::remove_all(dir);
+  // This process began before now and after the machine did.
+  const auto began = tidal::ofi::processStartTime();
+  EXPECT_LE(began, std::chrono::system_clock::now());
+  EXPECT_GT(began, std::chrono::system_clock::now() - std::chrono::hours(24 * 365));
+}
+
+// End to end: a region with the name this process's first shm endpoint will
+// want (<pid>:<uid>:0), left by "an earlier process with this pid" (modified
+// an hour ago), no longer stops init: it is removed with a warning, and the
+// AllReduce over the shm provider is exact.
+TEST(OfiShm, AStaleRegionWithThisPidDoesNotStopInit) {
+  const std::string logs = ::testing::TempDir() + "ofi_stale_" + std::to_string(::getpid());
+  ForkedJob job(2,
+                [&logs](int rank) {
+                  const std::string path = logs + "." + std::to_string(rank);
+                  if (!std::freopen(path.c_str(), "w", stderr)) return 9;
+                  const std::string region = "/dev/shm/" + std::to_string(::getpid()) + ":" +
+                                             std::to_string(::getuid()) + ":0";
+                  { std::ofstream(region) << "left by a killed process"; }
+                  const timespec times[2] = {{0, UTIME_OMIT}, {::time(nullptr) - 3600, 0}};
+                  if (::utimensat(AT_FDCWD, region.c_str(), times, 0) != 0) return 8;
+                  return allReduceOfTwoIsExact(rank);
+                },
+                {{"TIDAL_NET", "ofi"},
+                 {"TIDAL_OFI_PROVIDER", "shm"},
+                 {"TIDAL_TIMEOUT", std::to_string(kTimeoutSeconds)}});
+  expectAllExitedZero(job.wait(seconds(4 * kTimeoutSeconds)));
+  const std::vector<std::string> texts = takeRankLogs(logs, job.pids.size());
+  for (size_t r = 0; r < texts.size(); ++r) {
+    const std::string removed = "removed /dev/shm/" + std::to_string(job.pids[r]) + ":";
+    EXPECT_NE(texts[r].find(removed), std::string::npos) << texts[r];
+  }
+}
+
 class OfiKilledRank : public ::testing::TestWithParam<const char*> {};
 
 // The ranks that send to the victim fail at once (tcp;ofi_rxm reports the
@@ -278,11 +341,10 @@ TEST_P(OfiKilledRank, EveryOtherRankReturnsAnErrorNotAHang) {
     st = 0;  // a reported stuck call: accepted below as an error in time
   }
   tidal::test::expectSurvivorsGotTheError(status, kVictim);
-  // libfabric's shm provider names its region /dev/shm/<pid>:<n>:<n> and
-  // cannot remove it when its process is SIGKILLed. A later process that
-  // gets the same pid (pid_max is 32768 here) then fails fi_enable with
-  // EBUSY: that failed a later run of this test once, with 38 such regions
-  // left on this machine. Every rank of the job has exited: remove theirs.
+  // libfabric's shm provider names its region /dev/shm/<pid>:<uid>:<n> and
+  // cannot remove it when its process is SIGKILLed. A later process with
+  // the same pid now removes it itself (stale_shm_regions.h); the test still
+  // cleans up after its own job, so that /dev/shm does not fill up.
   for (const pid_t pid : job.pids) {
     const std::string prefix = std::to_string(pid) + ":";
     std::error_code ec;

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/socket.h"
+#include "transports/ofi/stale_shm_regions.h"
 
 namespace tidal::ofi {
 
@@ -140,6 +141,15 @@ Endpoint::Endpoint(const OfiApi& api, int rank, const std::string& provider, boo
         TIDAL_WARN(Net, "rank {}: ofi {}: setting the RNR retry failed: {}", rank_, prov,
                    api_.errorText(ret));
       }
+    }
+    // A region an earlier process with our pid left (SIGKILLed) would make
+    // fi_enable fail with EBUSY (stale_shm_regions.h).
+    for (const std::string& stale :
+         removeStaleShmRegions("/dev/shm", ::getpid(), ::getuid(), processStartTime())) {
+      TIDAL_WARN(Net,
+                 "rank {}: removed /dev/shm/{}, a libfabric shm region left by an earlier process "
+                 "with this pid",
+                 rank_, stale);
     }
     if ((ret = fi_enable(ep_))) failCall("fi_enable", ret);
 
