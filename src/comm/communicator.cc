@@ -651,17 +651,23 @@ void Communicator::pointToPoint(const std::vector<coll::P2pOp>& ops, const CallM
                                      : "Send/Recv group";
   const coll::P2pFraming framing = p2pFraming(memory);
   execute(what, std::nullopt, {}, nullptr, nullptr, memory, [&](std::vector<uint64_t>& headers) {
-    // Built under the call's lock. A refused group (self-sends that do not
-    // pair up) gives its numbers back: it leaves the communicator, and the
-    // pairs' numbering, as they were.
+    // Built under the call's lock when the group runs. A group that sends
+    // nothing gives its numbers back, so the pairs' numbering stays as it
+    // was: one refused at build (self-sends that do not pair up), and one
+    // only timed by tidalGroupSimulateEnd (built outside the lock, never run).
     std::vector<coll::P2pOp> numbered = ops;
     for (auto& op : numbered)
       if (op.peer != rank_) op.number = messagesWith(op)++;
-    try {
-      return coll::p2pGroup(rank_, numbered, framing, headers);
-    } catch (...) {
+    const auto giveBack = [&] {
       for (const auto& op : numbered)
         if (op.peer != rank_) --messagesWith(op);
+    };
+    try {
+      coll::Schedule s = coll::p2pGroup(rank_, numbered, framing, headers);
+      if (simulation::recordingFor(this)) giveBack();
+      return s;
+    } catch (...) {
+      giveBack();
       throw;
     }
   });
