@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <latch>
 #include <memory>
 #include <string>
 #include <thread>
@@ -529,9 +530,18 @@ TEST_P(DeviceMismatch, NoRankGetsForeignBytesAndTheComparingRanksNameBothCalls) 
   constexpr size_t kCount = 200;
   constexpr double kSentinel = 7;
   std::vector<std::string> texts(static_cast<size_t>(n));
+  // No rank tears down before every rank's failed run has ended: a peer's
+  // copy out of this rank's cuda_ipc ring may still be queued on the shared
+  // fake GPU, whose frees (unlike cudaFree) do not wait for the device.
+  std::latch allDone(n);
   const auto start = std::chrono::steady_clock::now();
   const auto failures =
       runJob(n, gpu, live, [&](Communicator& comm, FakeGpu::Stream* stream, std::string& failure) {
+        // Arrives however the body ends, so that no rank waits for ever.
+        struct ArriveOnExit {
+          std::latch& latch;
+          ~ArriveOnExit() { latch.arrive_and_wait(); }
+        } arrive{allDone};
         const int rank = comm.rank();
         const bool odd = rank == n - 1;
         const bool wide = odd && kind == DeviceMismatchKind::Datatype;

@@ -185,7 +185,19 @@ class FakeDeviceApi final : public DeviceApi {
         device_(device),
         engine_(gpu.newStream()),
         live_(live ? std::move(live) : std::make_shared<std::atomic<int>>(0)) {}
-  ~FakeDeviceApi() override { gpu_.synchronize(engine_); }
+  // As the real CudaDeviceApi: the engine stream drained, and every caller's
+  // stream held behind flag_ past its wait before flag_ goes (a stream still
+  // queued behind a hold reads it).
+  ~FakeDeviceApi() override {
+    gpu_.synchronize(engine_);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (FakeGpu::Event* passed : passedHolds_) {
+      while (passed->completed.load() < passed->recorded.load() &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+  }
 
   int device() const override { return device_; }
   std::string describe() const override { return fmt::format("fake GPU {}", device_); }
@@ -239,7 +251,11 @@ class FakeDeviceApi final : public DeviceApi {
     return reinterpret_cast<uint64_t>(e);
   }
   void holdStream(void* userStream, uint32_t seq) override {
-    gpu_.waitValue(gpu_.resolve(userStream), &flag_, seq);
+    FakeGpu::Stream* s = gpu_.resolve(userStream);
+    gpu_.waitValue(s, &flag_, seq);
+    FakeGpu::Event* passed = gpu_.newEvent();
+    gpu_.record(passed, s);
+    passedHolds_.push_back(passed);
   }
   void waitForInput(uint64_t token) override {
     gpu_.waitEvent(engine_, reinterpret_cast<FakeGpu::Event*>(token));
@@ -272,6 +288,7 @@ class FakeDeviceApi final : public DeviceApi {
   int device_;
   FakeGpu::Stream* engine_;
   std::deque<FakeGpu::Event*> markers_;
+  std::vector<FakeGpu::Event*> passedHolds_;  // recorded after each hold's wait
   std::atomic<uint32_t> flag_{0};
   std::atomic<bool> failStream_{false};
   std::shared_ptr<std::atomic<int>> live_;
