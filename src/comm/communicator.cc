@@ -224,14 +224,10 @@ std::optional<CallCheck> Communicator::sign(CallKind kind, size_t count, int typ
   // Numbered by execute(), under the call's lock.
   std::optional<CallCheck> check;
   if (!checkCalls_) return check;
-  // Built in place: this runs on every small call's critical path.
+  // Built in place (CallSignature::make is inline): this runs on every
+  // small call's critical path.
   check.emplace();
-  CallSignature& sig = check->signature;
-  sig.count = count;
-  sig.kind = static_cast<uint32_t>(kind);
-  sig.type = type;
-  sig.op = op;
-  sig.root = root;
+  check->signature = CallSignature::make(kind, 0, count, type, op, root);
   if (root != CallSignature::kNone && nranks_ > 1) {
     check->ringNext = (rank_ + 1) % nranks_;
     check->ringPrev = (rank_ + nranks_ - 1) % nranks_;
