@@ -64,6 +64,11 @@ constexpr auto kMinSpin = std::chrono::microseconds(50);
 constexpr unsigned kRoundsPerClockRead = 16;
 // A sleep step of a plane whose completions have no descriptor.
 constexpr auto kSleepStep = std::chrono::microseconds(50);
+// After a failure, how long a run waits for its own GPU work (a peer's
+// record on its way out of a ring) before it gives up explaining the
+// failure by a mismatch. Small copies take microseconds; a hung GPU must
+// not hold the error back.
+constexpr auto kOwnWorkWait = std::chrono::seconds(1);
 }  // namespace
 
 // The state of one schedule's execution.
@@ -366,15 +371,43 @@ class Engine::Run {
 
   // After a failure: a peer's signature that arrived (or arrives in what the
   // transport already holds) and does not match is the better explanation.
+  // On device links a record's bytes can be here while the copy out of the
+  // ring still runs on our GPU: that is our own work, so it is waited for
+  // (bounded) before the record counts as missing. Nothing waits on a peer.
   void explainWithSignatures() {
+    bool ownWorkDone = false;
     for (const auto& r : st_.signatureRecvs) {
       if (r.matched) continue;
-      try {
-        for (int round = 0; round < 4 && !r.arrived(); ++round) r.link->progress();
-      } catch (const Error&) {
-        // The link is gone; whatever arrived before it went is still counted.
+      settle(r);
+      if (!r.arrived() && !ownWorkDone) {
+        waitForOwnWork();
+        ownWorkDone = true;
+        settle(r);
       }
       if (r.arrived()) failOnMismatch(r);
+    }
+  }
+
+  // A few progress rounds on a signature's link; a link that fails still
+  // retires what it had (progress() completes before it throws).
+  static void settle(const RunState::SignatureRecv& r) {
+    for (int round = 0; round < 4 && !r.arrived(); ++round) {
+      try {
+        r.link->progress();
+      } catch (const Error&) {
+        return;  // the link is gone; whatever arrived before it went is counted
+      }
+    }
+  }
+
+  void waitForOwnWork() {
+    try {
+      const uint64_t token = plane_.markEnd();
+      const auto giveUp = Clock::now() + kOwnWorkWait;
+      while (!plane_.finished(token) && Clock::now() < giveUp)
+        std::this_thread::sleep_for(kSleepStep);
+    } catch (const Error&) {
+      // A failed GPU stream: the original failure stands.
     }
   }
 

@@ -179,11 +179,15 @@ class FakeDeviceApi final : public DeviceApi {
  public:
   // `live` counts this device's allocations not yet freed (shared, so a test
   // can check after the device is gone that nothing was left behind).
+  // `kernelTime`: how long this device's copies and reductions take (the
+  // GPU's default when negative), so that one rank's GPU can lag another's.
   explicit FakeDeviceApi(FakeGpu& gpu, int device = 0,
-                         std::shared_ptr<std::atomic<int>> live = nullptr)
+                         std::shared_ptr<std::atomic<int>> live = nullptr,
+                         std::chrono::microseconds kernelTime = std::chrono::microseconds(-1))
       : gpu_(gpu),
         device_(device),
         engine_(gpu.newStream()),
+        kernelTime_(kernelTime),
         live_(live ? std::move(live) : std::make_shared<std::atomic<int>>(0)) {}
   // As the real CudaDeviceApi: the engine stream drained, and every caller's
   // stream held behind flag_ past its wait before flag_ goes (a stream still
@@ -220,12 +224,14 @@ class FakeDeviceApi final : public DeviceApi {
 
   void copy(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return;
-    gpu_.launch(engine_, [dst, src, bytes] { std::memcpy(dst, src, bytes); });
+    gpu_.launch(
+        engine_, [dst, src, bytes] { std::memcpy(dst, src, bytes); }, kernelTime_);
   }
   void reduce(void* dst, const void* a, const void* b, size_t count, tidalDataType_t type,
               tidalRedOp_t op, int divisor) override {
     if (count == 0) return;
-    gpu_.launch(engine_, [=] { tidal::reduce(dst, a, b, count, type, op, divisor); });
+    gpu_.launch(
+        engine_, [=] { tidal::reduce(dst, a, b, count, type, op, divisor); }, kernelTime_);
   }
   uint64_t mark() override {
     FakeGpu::Event* e = gpu_.newEvent();
@@ -287,6 +293,7 @@ class FakeDeviceApi final : public DeviceApi {
   FakeGpu& gpu_;
   int device_;
   FakeGpu::Stream* engine_;
+  std::chrono::microseconds kernelTime_;
   std::deque<FakeGpu::Event*> markers_;
   std::vector<FakeGpu::Event*> passedHolds_;  // recorded after each hold's wait
   std::atomic<uint32_t> flag_{0};
