@@ -99,10 +99,28 @@ BinaryTree doubleBinaryTree(int n, int which) {
   return t;
 }
 
+namespace {
+
+// Whoever builds every rank's schedule of one call (the tuner, tidal-sim at
+// 16,384 ranks) asks for the same two trees once per rank, and a tree costs
+// O(n log n) to make: the last two made are kept, per thread.
+const BinaryTree& treeOf(int n, int which) {
+  thread_local int madeFor[2] = {-1, -1};
+  thread_local BinaryTree made[2];
+  const auto w = static_cast<size_t>(which);
+  if (madeFor[w] != n) {
+    made[w] = doubleBinaryTree(n, which);
+    madeFor[w] = n;
+  }
+  return made[w];
+}
+
+}  // namespace
+
 std::vector<int> doubleBinaryTreePeers(int rank, int nranks) {
   std::vector<int> out;
   for (const int which : {0, 1}) {
-    const BinaryTree t = doubleBinaryTree(nranks, which);
+    const BinaryTree& t = treeOf(nranks, which);
     const auto r = static_cast<size_t>(rank);
     std::vector<int> peers = t.children[r];
     if (t.parent[r] >= 0) peers.push_back(t.parent[r]);
@@ -136,10 +154,10 @@ Schedule doubleBinaryTreeAllReduce(const CollectiveArgs& a) {
     int peer;
     Range range;  // elements
   };
-  const BinaryTree trees[2] = {doubleBinaryTree(n, 0), doubleBinaryTree(n, 1)};
+  const BinaryTree* const trees[2] = {&treeOf(n, 0), &treeOf(n, 1)};
   std::vector<Op> ops;
   for (const int which : {0, 1}) {
-    const BinaryTree& t = trees[which];
+    const BinaryTree& t = *trees[which];
     const Range part = which == 0 ? Range{0, half} : Range{half, a.count - half};
     const int h = t.height[me], d = t.depth[me], top = t.treeHeight();
     const auto chunks = chunksOf(part.size, chunk);
@@ -180,7 +198,7 @@ Schedule doubleBinaryTreeAllReduce(const CollectiveArgs& a) {
     if (op.role == Role::ReduceIn) {
       auto& done = reducedSoFar[static_cast<size_t>(op.tree)][op.chunkIndex];
       ++done;
-      const BinaryTree& t = trees[op.tree];
+      const BinaryTree& t = *trees[op.tree];
       const bool lastAtRoot = t.root == a.rank && done == t.children[me].size();
       const int divisor = lastAtRoot && a.op == tidalAvg ? n : 0;
       const Buffer local = last < 0 ? Buffer::Send : Buffer::Recv;

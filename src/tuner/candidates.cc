@@ -24,19 +24,10 @@ const char* collectiveName(Collective c) {
   return "?";
 }
 
-namespace {
-
-struct Candidate {
-  const char* name;
-  coll::AnyRankBuilder build;
-  bool hierarchical = false;  // applies only where hosts have equal rank counts
-  bool oneChunk = false;      // applies only to messages of at most one chunk
-};
-
 using coll::flat;
 using coll::withHosts;
 
-std::vector<Candidate> candidates(Collective c) {
+std::vector<Candidate> candidatesFor(Collective c) {
   switch (c) {
     case Collective::AllReduce:
       return {{"ring", flat<coll::ringAllReduce>},
@@ -60,7 +51,10 @@ std::vector<Candidate> candidates(Collective c) {
   return {};
 }
 
-}  // namespace
+size_t elementsFor(Collective c, size_t bytes, int nranks) {
+  const bool blocks = c == Collective::AllGather || c == Collective::ReduceScatter;
+  return blocks ? bytes / static_cast<size_t>(nranks) : bytes;
+}
 
 std::vector<Estimate> estimate(Collective c, size_t bytes, Placement p, size_t chunkBytes,
                                const LinkModel& model) {
@@ -77,9 +71,7 @@ std::vector<Estimate> estimateOnHosts(Collective c, size_t bytes, const std::vec
                                       size_t chunkBytes, const LinkModel& model) {
   const int nranks = static_cast<int>(hostOf.size());
   if (nranks < 1) fail(tidalInvalidArgument, "tuner: no ranks");
-  // Bytes as uint8 elements: the schedules cut by bytes, whatever the type.
-  const bool blocks = c == Collective::AllGather || c == Collective::ReduceScatter;
-  const size_t count = blocks ? bytes / static_cast<size_t>(nranks) : bytes;
+  const size_t count = elementsFor(c, bytes, nranks);
   std::vector<std::string> keys;
   for (const int h : hostOf) keys.push_back("h" + std::to_string(h));
   // Each rank's view of the hosts, made once for every candidate (only the
@@ -89,7 +81,7 @@ std::vector<Estimate> estimateOnHosts(Collective c, size_t bytes, const std::vec
   const bool hierarchical = topologies[0].hierarchical();
   const coll::CollectiveArgs args{0, nranks, count, tidalUint8, tidalSum, 0, chunkBytes, false};
   std::vector<Estimate> out;
-  for (const Candidate& cand : candidates(c)) {
+  for (const Candidate& cand : candidatesFor(c)) {
     if ((cand.oneChunk && bytes > chunkBytes) || (cand.hierarchical && !hierarchical)) {
       out.push_back({cand.name, false, 0});
       continue;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/any_rank.h"
 #include "tuner/link_model.h"
 
 namespace tidal::tuner {
@@ -26,6 +27,19 @@ struct Estimate {
   bool applies;   // false: this size or placement rules the algorithm out
   double micros;  // when it applies
 };
+
+// One algorithm the tuner weighs: the builder whose schedules it runs.
+struct Candidate {
+  const char* name;
+  coll::AnyRankBuilder build;
+  bool hierarchical = false;  // applies only where hosts have equal rank counts
+  bool oneChunk = false;      // applies only to messages of at most one chunk
+};
+// Every candidate for `c`, in a fixed order.
+std::vector<Candidate> candidatesFor(Collective c);
+// The element count (uint8 elements: schedules cut by bytes, whatever the
+// type) of a call of `bytes` as below.
+size_t elementsFor(Collective c, size_t bytes, int nranks);
 
 // `bytes` is the size the *_perf tools print: the message for AllReduce,
 // Broadcast and Reduce, the whole gathered (scattered) buffer for AllGather

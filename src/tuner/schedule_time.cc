@@ -36,9 +36,19 @@ struct ReadySend {
 
 double predictMicros(const std::vector<coll::Schedule>& ss, const std::vector<int>& hostOfRank,
                      const LinkModel& m) {
+  RankMap map;
+  map.nranks = static_cast<int>(ss.size());
+  map.hostOfRank = &hostOfRank;
+  return predictMicros(ss, map, m);
+}
+
+double predictMicros(const std::vector<coll::Schedule>& ss, const RankMap& map,
+                     const LinkModel& m) {
+  // n: the schedules simulated (representatives); the call has map.nranks.
   const int n = static_cast<int>(ss.size());
+  // (sender as the receiver's schedule names it, receiver) -> the
+  // receiver's receives from that sender, in order.
   const auto key = [n](int from, int to) { return static_cast<int64_t>(from) * n + to; };
-  // (sender, receiver) -> the receiver's receives from that sender, in order.
   std::unordered_map<int64_t, std::vector<size_t>> recvsFrom;
   std::unordered_map<int64_t, size_t> matched;
   std::vector<RankRun> run(ss.size());
@@ -97,11 +107,13 @@ double predictMicros(const std::vector<coll::Schedule>& ss, const std::vector<in
     RankRun& rr = run[static_cast<size_t>(r)];
     rr.sendQueued = false;
     const coll::SendOp& op = ss[static_cast<size_t>(r)].sends[rr.nextSend];
-    const size_t cls =
-        hostOfRank[static_cast<size_t>(r)] == hostOfRank[static_cast<size_t>(op.peer)] ? kSameHost
-                                                                                       : kNetwork;
+    const size_t cls = map.sameHost(r, op.peer) ? kSameHost : kNetwork;
     const LinkCost& c = cls == kSameHost ? m.sameHost : m.network;
-    RankRun& peer = run[static_cast<size_t>(op.peer)];
+    // The receiver, or the one that stands for it: the same thing happens
+    // to every rank of its class at this moment.
+    const int to = map.representative(op.peer);
+    const int from = map.seenFrom(r, op.peer);
+    RankRun& peer = run[static_cast<size_t>(to)];
     // The bytes flow once both the sender's and the receiver's side of this
     // link class are free, at the link's bandwidth, and land alpha later.
     const double occupy = static_cast<double>(op.bytes) / c.bytesPerUs;
@@ -110,8 +122,8 @@ double predictMicros(const std::vector<coll::Schedule>& ss, const std::vector<in
     rr.lastPost = next.at;
     const double arrives = flowing + occupy + c.alphaUs;
     rr.lastSendEnd = std::max(rr.lastSendEnd, arrives);
-    const auto& list = recvsFrom[key(r, op.peer)];
-    size_t& k = matched[key(r, op.peer)];
+    const auto& list = recvsFrom[key(from, to)];
+    size_t& k = matched[key(from, to)];
     if (k >= list.size()) {
       fail(tidalInternalError,
            "tuner: rank {} sends rank {} a message ({} bytes) that it never receives", r, op.peer,
@@ -119,7 +131,7 @@ double predictMicros(const std::vector<coll::Schedule>& ss, const std::vector<in
     }
     peer.arrival[list[k++]] = arrives;
     ++rr.nextSend;
-    advance(op.peer);
+    advance(to);
     queueNextSend(r);
   }
 

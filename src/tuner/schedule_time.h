@@ -34,6 +34,46 @@ namespace tidal::tuner {
 double predictMicros(const std::vector<coll::Schedule>& schedules,
                      const std::vector<int>& hostOfRank, const LinkModel& model);
 
+// Which rank's schedule stands for which: every rank its own (the call
+// above), or, on H equal hosts of P ranks whose schedules repeat from host to
+// host, host 0's P schedules for all (symmetric_time.h finds out whether they
+// do). Host h's rank h*P + l then behaves as rank l does, with every peer
+// moved by h hosts: along the host ring (HostShift: peer + h*P mod n) or
+// by XOR (HostXor: peer ^ h*P, for the log-round schedules on powers of two).
+// On equal links, every rank of such a class does the same thing at the
+// same time, so simulating one of each gives everyone's times.
+struct RankMap {
+  enum class Kind { EveryRank, HostShift, HostXor };
+  Kind kind = Kind::EveryRank;
+  int nranks = 0;
+  int ranksPerHost = 1;                          // the symmetric kinds
+  const std::vector<int>* hostOfRank = nullptr;  // EveryRank
+
+  // The rank whose schedule stands for `rank`'s.
+  int representative(int rank) const {
+    return kind == Kind::EveryRank ? rank : rank % ranksPerHost;
+  }
+  // `rank` seen from where `viewer` stands in for its representative: the
+  // peer the representative's schedule names for it.
+  int seenFrom(int rank, int viewer) const {
+    if (kind == Kind::EveryRank) return rank;
+    const int offset = viewer - viewer % ranksPerHost;
+    if (kind == Kind::HostXor) return rank ^ offset;
+    return (rank - offset + nranks) % nranks;
+  }
+  bool sameHost(int a, int b) const {
+    if (kind == Kind::EveryRank) {
+      return (*hostOfRank)[static_cast<size_t>(a)] == (*hostOfRank)[static_cast<size_t>(b)];
+    }
+    return a / ranksPerHost == b / ranksPerHost;
+  }
+};
+
+// The same over `schedules` of the representatives (map.representative's
+// values: every rank, or ranks 0..P-1).
+double predictMicros(const std::vector<coll::Schedule>& schedules, const RankMap& map,
+                     const LinkModel& model);
+
 // Host keys (one per rank, equal keys for ranks of one host) as the small
 // ids hostOfRank above takes: each key's first rank.
 std::vector<int> hostIdsOf(const std::vector<std::string>& hostKeyOfRank);

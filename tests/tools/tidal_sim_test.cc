@@ -1,0 +1,79 @@
+// Runs tidal-sim the way a user would and checks its tables.
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "subprocess.h"
+
+namespace {
+
+// The row of `bytes` in the table headed "## <heading>...", split at
+// whitespace: bytes, one value per algorithm, the fastest.
+std::vector<std::string> row(const std::string& out, const std::string& heading,
+                             const std::string& bytes) {
+  bool in = false;
+  for (const auto& line : tidal::testing::lines(out)) {
+    if (line.rfind("## " + heading, 0) == 0) in = true;
+    if (!in) continue;
+    std::istringstream words(line);
+    std::vector<std::string> fields;
+    for (std::string f; words >> f;) fields.push_back(f);
+    if (!fields.empty() && fields[0] == bytes) return fields;
+    if (line.rfind("# simulated", 0) == 0) in = false;
+  }
+  return {};
+}
+
+TEST(TidalSim, PrintsATablePerCollectiveAndHostCount) {
+  const auto r = tidal::testing::run({TIDAL_SIM_PATH, "--hosts", "4,8", "-p", "2", "-b", "8", "-e",
+                                      "64K", "-f", "8", "-c", "AllReduce,Broadcast"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  // bytes, ring, rd, rabenseifner, tree, hier, fastest.
+  const auto small = row(r.out, "AllReduce, 4 hosts x 2 ranks = 8 ranks", "8");
+  ASSERT_EQ(small.size(), 7u) << r.out;
+  EXPECT_LT(std::stod(small[2]), std::stod(small[1])) << "recursive doubling beats the ring at 8 B";
+  EXPECT_EQ(small[6], "rd") << r.out;
+  // Broadcast: bytes, chain, tree, fastest.
+  const auto bcast = row(r.out, "Broadcast, 8 hosts x 2 ranks = 16 ranks", "32768");
+  ASSERT_EQ(bcast.size(), 4u) << r.out;
+  EXPECT_GT(std::stod(bcast[1]), 0) << r.out;
+  EXPECT_NE(r.out.find("ring: host shift"), std::string::npos) << r.out;
+}
+
+// The seed's cluster: 16,384 ranks, one host's ranks simulated for all. A
+// 1 GiB bucket crosses between hosts once in the hierarchy and twice in the
+// flat ring, over NICs 150 times slower than NVLink here: the hierarchy wins.
+TEST(TidalSim, TheSeedPresetReachesSixteenThousandRanks) {
+  const auto r = tidal::testing::run(
+      {TIDAL_SIM_PATH, "--preset", "seed", "-b", "1G", "-e", "1G", "-a", "ring,hier"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("network 6.00 us + 45000 MB/s"), std::string::npos) << r.out;
+  const auto big = row(r.out, "AllReduce, 2048 hosts x 8 ranks = 16384 ranks", "1073741824");
+  ASSERT_EQ(big.size(), 4u) << r.out;
+  EXPECT_LT(std::stod(big[2]), std::stod(big[1])) << r.out;
+  EXPECT_EQ(big[3], "hier") << r.out;
+  EXPECT_NE(r.out.find("hier: host shift."), std::string::npos) << r.out;
+}
+
+TEST(TidalSim, RefusesBadInput) {
+  const auto hosts = tidal::testing::run({TIDAL_SIM_PATH, "--hosts", "0"});
+  EXPECT_NE(hosts.exitCode, 0);
+  EXPECT_NE(hosts.err.find("--hosts"), std::string::npos) << hosts.err;
+  const auto sizes = tidal::testing::run({TIDAL_SIM_PATH, "-b", "2K", "-e", "1K"});
+  EXPECT_NE(sizes.exitCode, 0);
+  EXPECT_NE(sizes.err.find("at most --maxbytes"), std::string::npos) << sizes.err;
+  const auto unit = tidal::testing::run({TIDAL_SIM_PATH, "-b", "8X"});
+  EXPECT_NE(unit.exitCode, 0);
+  EXPECT_NE(unit.err.find("'8X'"), std::string::npos) << unit.err;
+  const auto model = tidal::testing::run({TIDAL_SIM_PATH, "--model", "/nonexistent/links.txt"});
+  EXPECT_EQ(model.exitCode, 1);
+  EXPECT_NE(model.err.find("cannot read --model /nonexistent/links.txt"), std::string::npos)
+      << model.err;
+  const auto collective = tidal::testing::run({TIDAL_SIM_PATH, "-c", "AllToAll"});
+  EXPECT_NE(collective.exitCode, 0);
+  EXPECT_NE(collective.err.find("'AllToAll'"), std::string::npos) << collective.err;
+}
+
+}  // namespace
