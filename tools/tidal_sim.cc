@@ -197,7 +197,10 @@ int main(int argc, char** argv) {
               std::printf(" %13s", "-");
               continue;
             }
-            const auto p = tidal::tuner::predictAtScale(cand.build, args, layout, model);
+            const bool blocks = c == Collective::AllGather || c == Collective::ReduceScatter;
+            const auto p = tidal::tuner::predictAtScale(
+                cand.build, args, layout, model,
+                blocks ? tidal::tuner::CountIs::PerRank : tidal::tuner::CountIs::Whole);
             auto& methods = how[cand.name];
             if (methods.find(p.method) == std::string::npos)
               methods += (methods.empty() ? "" : "; ") + p.method;

@@ -169,7 +169,7 @@ size_t operationsOf(const coll::Schedule& s) { return s.sends.size() + s.recvs.s
 }  // namespace
 
 LargeScalePrediction predictAtScale(const coll::AnyRankBuilder& build, coll::CollectiveArgs args,
-                                    HostLayout layout, const LinkModel& model,
+                                    HostLayout layout, const LinkModel& model, CountIs countIs,
                                     size_t operationBudget) {
   checkLayout(layout);
   const int n = layout.nranks();
@@ -204,7 +204,7 @@ LargeScalePrediction predictAtScale(const coll::AnyRankBuilder& build, coll::Col
   // the next size up that cuts evenly is predicted instead, and says so.
   const size_t evenCount =
       (args.count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n) * static_cast<size_t>(n);
-  if (layout.hosts > 1 && evenCount != args.count) {
+  if (countIs == CountIs::Whole && layout.hosts > 1 && evenCount != args.count) {
     coll::CollectiveArgs even = args;
     even.count = evenCount;
     std::string evenWhy;

@@ -49,10 +49,16 @@ struct LargeScalePrediction {
 // build before it gives up.
 inline constexpr size_t kEveryRankOperationBudget = 12'000'000;
 
+// How args.count relates to the ranks: the whole buffer, cut over them
+// (AllReduce, Broadcast, Reduce), or each rank's block (AllGather,
+// ReduceScatter), which no rounding may multiply by n.
+enum class CountIs { Whole, PerRank };
+
 // Predicts the call `build` makes with `args` (args.rank and args.nranks are
 // set here) on `layout`. Throws InvalidArgument for an empty layout.
 LargeScalePrediction predictAtScale(const coll::AnyRankBuilder& build, coll::CollectiveArgs args,
                                     HostLayout layout, const LinkModel& model,
+                                    CountIs countIs = CountIs::Whole,
                                     size_t operationBudget = kEveryRankOperationBudget);
 
 // Which symmetry, if any, the schedules of `build` have on `layout`

@@ -120,9 +120,27 @@ TEST(PredictAtScale, WithoutSymmetryEveryRankIsSimulatedWithinTheBudgetOnly) {
   ASSERT_TRUE(p.micros.has_value()) << p.method;
   EXPECT_EQ(p.method, "every rank");
   EXPECT_NEAR(*p.micros, everyRankMicros(build, args, layout), 1e-6);
-  const auto refused = predictAtScale(build, args, layout, model(), 100);
+  const auto refused = predictAtScale(build, args, layout, model(), CountIs::Whole, 100);
   EXPECT_FALSE(refused.micros.has_value());
   EXPECT_NE(refused.method.find("not simulated"), std::string::npos) << refused.method;
+}
+
+// Over the budget, a whole buffer that does not cut evenly over the ranks is
+// predicted at the next count that does, and says so; a per-rank block is
+// never rounded up (that would multiply it by the rank count).
+TEST(PredictAtScale, OverTheBudgetAnUnevenBufferIsPredictedAtTheNextEvenCount) {
+  const HostLayout layout{64, 1};
+  const auto ring = coll::flat<coll::ringAllReduce>;
+  const auto uneven = argsOf(Collective::AllReduce, 8, layout, 1024);
+  const auto p = predictAtScale(ring, uneven, layout, model(), CountIs::Whole, 10);
+  ASSERT_TRUE(p.micros.has_value()) << p.method;
+  EXPECT_EQ(p.method, "host shift at 64 elements (the next count that cuts evenly over the ranks)");
+  const auto even = predictAtScale(ring, argsOf(Collective::AllReduce, 64, layout, 1024), layout,
+                                   model(), CountIs::Whole, 10);
+  EXPECT_EQ(even.method, "host shift");
+  EXPECT_EQ(*p.micros, even.micros.value_or(-1));
+  const auto block = predictAtScale(ring, uneven, layout, model(), CountIs::PerRank, 10);
+  EXPECT_FALSE(block.micros.has_value()) << block.method;
 }
 
 TEST(PredictAtScale, AnEmptyLayoutIsRefused) {
