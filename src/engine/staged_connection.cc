@@ -130,7 +130,20 @@ bool StagedRecvConnection::progress() {
     if (t.requested == t.bytes) ++nextToRequest_;
     moved = true;
   }
-  moved |= host_.progress();
+  try {
+    moved |= host_.progress();
+  } catch (const Error&) {
+    // The peer is gone, but what it sent before it went is ours: landed and
+    // retired first, so that a call signature already here still counts
+    // (engine.cc, explainWithSignatures).
+    land();
+    throw;
+  }
+  return land() || moved;
+}
+
+bool StagedRecvConnection::land() {
+  bool moved = false;
   for (Piece& p : pieces_) {
     if (p.landed) continue;
     if (host_.completed() <= p.hostSeq) break;  // the host transport completes in order

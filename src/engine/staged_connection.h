@@ -129,6 +129,10 @@ class StagedRecvConnection final : public Connection {
     uint64_t marker = 0;
   };
 
+  // Enqueues the copies (or reductions) of the pieces the host connection
+  // has delivered and retires those the GPU has finished; true if any.
+  bool land();
+
   DeviceApi& device_;
   Connection& host_;
   size_t pieceBytes_;

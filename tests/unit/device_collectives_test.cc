@@ -625,8 +625,11 @@ TEST_P(DeviceMismatch, NoRankGetsForeignBytesAndTheComparingRanksNameBothCalls) 
 // name the mismatch, not the lost link (seen in about 1 of 8 runs under
 // load with equal 30 us kernels; rank 0's slow GPU makes it the usual order).
 TEST(DeviceCollectivesFailure, ARecordStillOnTheGpuWhenALinkFailsStillNamesTheMismatch) {
-  for (const auto kind : {DeviceMismatchKind::BroadcastRoot, DeviceMismatchKind::Count}) {
-    expectMismatchNamed(kModes[0], 2, kind, std::chrono::milliseconds(20));
+  for (const Mode& mode : {kModes[0], kModes[1], kModes[2]}) {
+    SCOPED_TRACE(mode.name);
+    for (const auto kind : {DeviceMismatchKind::BroadcastRoot, DeviceMismatchKind::Count}) {
+      expectMismatchNamed(mode, 2, kind, std::chrono::milliseconds(20));
+    }
   }
 }
 

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "transports/transport.h"
 
 namespace tidal::test {
@@ -25,6 +26,9 @@ class ScriptedConnection final : public Connection {
     std::vector<char> deliver;
     // Receives of other sizes, by size.
     std::map<size_t, std::vector<char>> deliverBySize;
+    // When set, progress() throws this (tidalRemoteError) after completing
+    // what it may: the peer went.
+    std::string failWith;
   };
   explicit ScriptedConnection(std::shared_ptr<Script> script, int peer = 7)
       : script_(std::move(script)), peer_(peer) {}
@@ -42,6 +46,7 @@ class ScriptedConnection final : public Connection {
     const uint64_t to = std::min(script_->completeUpTo, posted_);
     const bool moved = to > completed_;
     completed_ = std::max(completed_, to);
+    if (!script_->failWith.empty()) fail(tidalRemoteError, "{}", script_->failWith);
     return moved;
   }
   uint64_t completed() const override { return completed_; }
