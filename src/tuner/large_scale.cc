@@ -103,16 +103,15 @@ void checkLayout(HostLayout layout) {
   }
 }
 
-}  // namespace
-
-std::optional<RankMap::Kind> hostSymmetryOf(const coll::AnyRankBuilder& build,
-                                            coll::CollectiveArgs args, HostLayout layout,
-                                            std::string* why) {
-  checkLayout(layout);
+// hostSymmetryOf's work on a topology the caller keeps; leaves host 0's
+// schedules in `reps` for the caller to simulate.
+std::optional<RankMap::Kind> symmetryOf(const coll::AnyRankBuilder& build,
+                                        coll::CollectiveArgs args, HostLayout layout,
+                                        LayoutTopology& topology, std::vector<coll::Schedule>& reps,
+                                        std::string* why) {
   const int P = layout.ranksPerHost, H = layout.hosts;
   args.nranks = layout.nranks();
-  LayoutTopology topology(layout);
-  std::vector<coll::Schedule> reps;
+  reps.clear();
   for (int l = 0; l < P; ++l) {
     args.rank = l;
     reps.push_back(build(args, topology.of(l)));
@@ -143,20 +142,14 @@ std::optional<RankMap::Kind> hostSymmetryOf(const coll::AnyRankBuilder& build,
   return std::nullopt;
 }
 
-namespace {
-
+// Host 0's ranks simulated for all, when the schedules repeat.
 std::optional<double> predictBySymmetry(const coll::AnyRankBuilder& build,
-                                        coll::CollectiveArgs args, HostLayout layout,
-                                        const LinkModel& model, std::string* why,
-                                        RankMap::Kind* kind) {
-  const auto found = hostSymmetryOf(build, args, layout, why);
-  if (!found) return std::nullopt;
-  LayoutTopology topology(layout);
+                                        const coll::CollectiveArgs& args, HostLayout layout,
+                                        LayoutTopology& topology, const LinkModel& model,
+                                        std::string* why, RankMap::Kind* kind) {
   std::vector<coll::Schedule> reps;
-  for (int l = 0; l < layout.ranksPerHost; ++l) {
-    args.rank = l;
-    reps.push_back(build(args, topology.of(l)));
-  }
+  const auto found = symmetryOf(build, args, layout, topology, reps, why);
+  if (!found) return std::nullopt;
   RankMap map;
   map.kind = *kind = *found;
   map.nranks = layout.nranks();
@@ -168,6 +161,15 @@ size_t operationsOf(const coll::Schedule& s) { return s.sends.size() + s.recvs.s
 
 }  // namespace
 
+std::optional<RankMap::Kind> hostSymmetryOf(const coll::AnyRankBuilder& build,
+                                            coll::CollectiveArgs args, HostLayout layout,
+                                            std::string* why) {
+  checkLayout(layout);
+  LayoutTopology topology(layout);
+  std::vector<coll::Schedule> reps;
+  return symmetryOf(build, args, layout, topology, reps, why);
+}
+
 LargeScalePrediction predictAtScale(const coll::AnyRankBuilder& build, coll::CollectiveArgs args,
                                     HostLayout layout, const LinkModel& model, CountIs countIs,
                                     size_t operationBudget) {
@@ -176,13 +178,13 @@ LargeScalePrediction predictAtScale(const coll::AnyRankBuilder& build, coll::Col
   args.nranks = n;
   std::string why;
   RankMap::Kind kind{};
+  LayoutTopology topology(layout);
   if (layout.hosts > 1) {
-    if (const auto micros = predictBySymmetry(build, args, layout, model, &why, &kind))
+    if (const auto micros = predictBySymmetry(build, args, layout, topology, model, &why, &kind))
       return {micros, kindName(kind)};
   }
   // Rank by rank, when that fits the budget: judged from host 0's ranks and
   // the last rank before anything else is built.
-  LayoutTopology topology(layout);
   size_t most = 0;
   for (const int r : {0, layout.ranksPerHost - 1, n - 1}) {
     args.rank = r;
@@ -208,7 +210,8 @@ LargeScalePrediction predictAtScale(const coll::AnyRankBuilder& build, coll::Col
     coll::CollectiveArgs even = args;
     even.count = evenCount;
     std::string evenWhy;
-    if (const auto micros = predictBySymmetry(build, even, layout, model, &evenWhy, &kind)) {
+    if (const auto micros =
+            predictBySymmetry(build, even, layout, topology, model, &evenWhy, &kind)) {
       return {micros, fmt::format("{} at {} elements (the next count that cuts evenly over the "
                                   "ranks)",
                                   kindName(kind), evenCount)};

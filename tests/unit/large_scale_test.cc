@@ -13,6 +13,7 @@
 #include "collectives/double_binary_tree.h"
 #include "collectives/schedule.h"
 #include "core/error.h"
+#include "test_link_model.h"
 #include "tuner/candidates.h"
 #include "tuner/large_scale.h"
 #include "tuner/schedule_time.h"
@@ -20,14 +21,7 @@
 namespace tidal::tuner {
 namespace {
 
-LinkModel model() {
-  LinkModel m;
-  m.sameHost = {1.0, 1000.0};
-  m.network = {10.0, 100.0};
-  m.reduceBytesPerUs = 500.0;
-  m.copyBytesPerUs = 2000.0;
-  return m;
-}
+LinkModel model() { return test::testLinkModel(); }
 
 coll::CollectiveArgs argsOf(Collective c, size_t bytes, HostLayout layout, size_t chunk) {
   return {

@@ -8,6 +8,7 @@
 
 #include "collectives/schedule.h"
 #include "core/error.h"
+#include "test_link_model.h"
 #include "tuner/candidates.h"
 #include "tuner/link_model.h"
 #include "tuner/model_picks.h"
@@ -19,14 +20,7 @@ namespace {
 using coll::Buffer;
 using coll::Schedule;
 
-LinkModel model() {
-  LinkModel m;
-  m.sameHost = {1.0, 1000.0};
-  m.network = {10.0, 100.0};
-  m.reduceBytesPerUs = 500.0;
-  m.copyBytesPerUs = 2000.0;
-  return m;
-}
+LinkModel model() { return test::testLinkModel(); }
 
 Schedule sendTo(int peer, size_t bytes, int64_t after = -1) {
   Schedule s;
