@@ -42,6 +42,9 @@ const std::vector<Definition>& definitions() {
        "Slots in each shm connection's ring (the sender's value is used)."},
       {"TIDAL_SHM_SLOT_BYTES", Kind::Int, "262144",
        "Bytes per shm ring slot: the step in which a sender publishes data to its receiver."},
+      {"TIDAL_SHM_PULL_BYTES", Kind::Int, "0",
+       "shm transfers of at least this many bytes are read straight from the sender's memory "
+       "(process_vm_readv, one copy instead of two) where the kernel allows it; 0: never."},
       // libfabric (ofi) transport.
       {"TIDAL_OFI_PROVIDER", Kind::String, "",
        "ofi provider (efa, tcp;ofi_rxm, udp;ofi_rxd, shm); set: ofi is offered between hosts "

@@ -26,6 +26,7 @@
 #include "log_capture.h"
 #include "net/wire.h"
 #include "scoped_env.h"
+#include "shm_test_support.h"
 #include "transport_checks.h"
 #include "transports/shm/shm_connection.h"
 #include "transports/transport.h"
@@ -34,17 +35,16 @@ namespace tidal {
 namespace {
 
 using test::drain;
+using test::driveUntilDone;
 using test::expectAbortEndsAccept;
 using test::expectPromptConnection;
+using test::Int64Sum;
 using test::LogCapture;
+using test::pattern;
 using test::ScopedEnv;
+using test::secretOf;
+using test::ShmPair;
 using namespace std::chrono_literals;
-
-Secret secretOf(uint8_t b) {
-  Secret s;
-  s.fill(b);
-  return s;
-}
 
 std::set<std::string> devShmEntries() {
   std::set<std::string> names;
@@ -58,27 +58,6 @@ std::set<std::string> devShmEntries() {
 std::string selfMaps() {
   std::ifstream in("/proc/self/maps");
   return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// Like the engine: progress, and when nothing moved sleep in poll() on the
-// connection's fds. Returns the number of polls that ran into their timeout
-// while work was pending (a lost wakeup); throws what progress() throws.
-int driveUntilDone(Connection& c, Deadline deadline) {
-  int stalls = 0;
-  while (c.completed() < c.posted()) {
-    if (c.progress()) continue;
-    if (Clock::now() > deadline) throw std::runtime_error("driveUntilDone: deadline");
-    std::vector<pollfd> fds;
-    c.addPollFds(fds);
-    if (::poll(fds.data(), fds.size(), 100) == 0) ++stalls;
-  }
-  return stalls;
-}
-
-std::vector<uint8_t> pattern(size_t bytes, uint8_t seed) {
-  std::vector<uint8_t> v(bytes);
-  std::iota(v.begin(), v.end(), seed);
-  return v;
 }
 
 // Connects to the shm listener behind `h` ("<host key> <abstract name>") as a
@@ -98,12 +77,12 @@ Socket rawConnect(const ConnectHandle& h) {
 }
 
 // An shm hello by hand, in shm_transport.cc's format: the wire.h header, the
-// secret, then version 4, from rank, to rank, slots, slot bytes.
+// secret, then version 5, from rank, to rank, slots, slot bytes.
 std::vector<uint8_t> shmHello(const Secret& secret, int from, int to) {
   std::vector<uint8_t> body;
   wire::Writer w(body);
   w.bytes(secret.data(), secret.size());
-  w.u16(4);
+  w.u16(5);
   w.u32(static_cast<uint32_t>(from));
   w.u32(static_cast<uint32_t>(to));
   w.u32(8);
@@ -121,20 +100,6 @@ void sendRaw(Socket& s, const std::vector<uint8_t>& bytes) {
 // The WARN lines name a unix-socket peer by the pid and uid the kernel reports.
 std::string thisProcess() { return fmt::format("pid {} uid {}", ::getpid(), ::getuid()); }
 
-struct Pair {
-  std::unique_ptr<Transport> t0, t1;
-  std::unique_ptr<Connection> send, recv;
-  Pair() {
-    t0 = createTransport("shm", {0, 2, secretOf(7)});
-    t1 = createTransport("shm", {1, 2, secretOf(7)});
-    const ConnectHandle h1 = t1->listen();
-    t0->listen();
-    const Deadline d = deadlineIn(10000ms);
-    send = t0->connectSend(1, h1, d);
-    recv = t1->acceptRecv(0, d);
-  }
-};
-
 // (slots, slot bytes)
 class ShmGeometry : public ::testing::TestWithParam<std::pair<int, int>> {};
 
@@ -142,7 +107,8 @@ TEST_P(ShmGeometry, TransfersArriveIntactAndInOrder) {
   const auto [slots, slotBytes] = GetParam();
   ScopedEnv s1("TIDAL_SHM_SLOTS", std::to_string(slots).c_str());
   ScopedEnv s2("TIDAL_SHM_SLOT_BYTES", std::to_string(slotBytes).c_str());
-  Pair p;
+  ScopedEnv ring("TIDAL_SHM_PULL_BYTES", "0");  // the ring itself (pulls: shm_pull_test)
+  ShmPair p;
   const size_t slot = static_cast<size_t>(slotBytes);
   const size_t sizes[] = {0, 1, 4095, slot - 1, slot, slot + 1, 0, 3 << 20, 17, 0};
   std::vector<std::vector<uint8_t>> out, in;
@@ -166,7 +132,7 @@ INSTANTIATE_TEST_SUITE_P(Rings, ShmGeometry,
 TEST(ShmTransport, ManySmallTransfersWrapTheRing) {
   ScopedEnv s1("TIDAL_SHM_SLOTS", "2");
   ScopedEnv s2("TIDAL_SHM_SLOT_BYTES", "4096");
-  Pair p;
+  ShmPair p;
   std::mt19937 rng(42);
   std::vector<std::vector<uint8_t>> out, in;
   for (int i = 0; i < 20000; ++i) {
@@ -187,34 +153,26 @@ TEST(ShmTransport, ManySmallTransfersWrapTheRing) {
   for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], in[i]) << "transfer " << i;
 }
 
-// Sums 8-byte integers, and fails the test if handed a piece that is not a
-// whole number of them (a piece cut inside an element would corrupt it).
-class Int64Sum final : public ArrivalReducer {
- public:
-  void combine(void* dst, const void* local, const void* incoming, size_t bytes) const override {
-    if (bytes % sizeof(int64_t) != 0) ADD_FAILURE() << "piece of " << bytes << " bytes";
-    pieces_.fetch_add(1);
-    auto* d = static_cast<int64_t*>(dst);
-    const auto* a = static_cast<const int64_t*>(local);
-    const auto* b = static_cast<const int64_t*>(incoming);
-    for (size_t i = 0; i < bytes / sizeof(int64_t); ++i) d[i] = a[i] + b[i];
-  }
-  mutable std::atomic<int> pieces_{0};
-};
-
 // Receives that reduce on arrival, mixed with plain transfers of odd sizes
 // (which leave the stream unaligned), on a ring small enough that reduces
 // wrap around it; both sides on their own thread, sleeping in poll(). Every
 // sum must be exact, and no side may stall or spin forever on a piece that
 // is not yet a whole element.
-// (slots, slot bytes, most int64 elements in a large reduce)
-class ShmReduceOnArrival : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+// With TIDAL_SHM_PULL_BYTES set, the large ones are pulled instead (through
+// the bounce buffer, still in whole elements) between the small ones that
+// cross the ring.
+// (slots, slot bytes, most int64 elements in a large reduce, pull threshold)
+class ShmReduceOnArrival : public ::testing::TestWithParam<std::tuple<int, int, int, int>> {};
 
 TEST_P(ShmReduceOnArrival, AfterUnalignedTransfers) {
-  const auto [slots, slotBytes, largest] = GetParam();
+  const auto [slots, slotBytes, largest, pullBytes] = GetParam();
   ScopedEnv s1("TIDAL_SHM_SLOTS", std::to_string(slots).c_str());
   ScopedEnv s2("TIDAL_SHM_SLOT_BYTES", std::to_string(slotBytes).c_str());
-  Pair p;
+  ScopedEnv pull("TIDAL_SHM_PULL_BYTES", std::to_string(pullBytes).c_str());
+  if (pullBytes > 0 && !test::pullRefusedHere().empty()) {
+    GTEST_SKIP() << "process_vm_readv is refused here: " << test::pullRefusedHere();
+  }
+  ShmPair p;
   ASSERT_TRUE(p.recv->canReduceOnArrival());
   ASSERT_FALSE(p.send->canReduceOnArrival());
   std::mt19937 rng(7);
@@ -269,20 +227,28 @@ TEST_P(ShmReduceOnArrival, AfterUnalignedTransfers) {
     }
   }
   EXPECT_GT(sum.pieces_.load(), kTransfers / 5) << "large reduces arrive in several pieces";
+  uint64_t pulled = 0;
+  for (const auto& o : out)
+    pulled += pullBytes > 0 && o.size() * sizeof(int64_t) >= size_t(pullBytes);
+  const auto* receiver = dynamic_cast<const shm::ShmConnection*>(p.recv.get());
+  ASSERT_NE(receiver, nullptr);
+  EXPECT_EQ(receiver->pulls(), pulled);
 }
 
 // A small ring that large reduces wrap several times, and the default ring,
 // where a sender that finds it empty restarts at its beginning.
 INSTANTIATE_TEST_SUITE_P(Rings, ShmReduceOnArrival,
-                         ::testing::Values(std::make_tuple(2, 4096, 6000),
-                                           std::make_tuple(8, 262144, 100000)));
+                         ::testing::Values(std::make_tuple(2, 4096, 6000, 0),
+                                           std::make_tuple(8, 262144, 100000, 0),
+                                           std::make_tuple(2, 4096, 6000, 4096),
+                                           std::make_tuple(8, 262144, 100000, 4096)));
 
 // Transfers that each finish before the next starts (as in a latency-bound
 // collective) leave the ring empty: past its first 64 KiB the sender restarts
 // at the beginning, and the receiver must follow, for plain transfers and
 // reduces alike.
 TEST(ShmTransport, SenderRestartsAtTheRingsBeginningWhenEmpty) {
-  Pair p;  // default ring: 8 x 256 KiB
+  ShmPair p;  // default ring: 8 x 256 KiB
   std::mt19937 rng(3);
   Int64Sum sum;
   for (int i = 0; i < 200; ++i) {
@@ -313,7 +279,7 @@ TEST(ShmTransport, SenderRestartsAtTheRingsBeginningWhenEmpty) {
 TEST(ShmTransport, ThreadsSleepingInPollLoseNoWakeups) {
   ScopedEnv s1("TIDAL_SHM_SLOTS", "2");
   ScopedEnv s2("TIDAL_SHM_SLOT_BYTES", "4096");
-  Pair ab, ba;  // ab: rank 0 -> 1; ba built the same way, used as 1 -> 0 for the reply
+  ShmPair ab, ba;  // ab: rank 0 -> 1; ba built the same way, used as 1 -> 0 for the reply
   constexpr int kRounds = 3000;
   int stallsA = 0, stallsB = 0;
   std::vector<uint8_t> big = pattern(64 << 10, 3), bigIn(big.size());
@@ -362,7 +328,16 @@ TEST(ShmTransport, ThreadsSleepingInPollLoseNoWakeups) {
   EXPECT_TRUE(big == bigIn) << "the 64 KiB transfer arrived damaged";
 }
 
-TEST(ShmTransport, ForkedSenderDeliversToParent) {
+// Across processes, as ranks run: through the ring, and pulled out of the
+// child's memory by its parent (TIDAL_SHM_PULL_BYTES: the parameter).
+class ShmForkedSender : public ::testing::TestWithParam<int> {};
+
+TEST_P(ShmForkedSender, DeliversToParent) {
+  const int pullBytes = GetParam();
+  ScopedEnv pull("TIDAL_SHM_PULL_BYTES", std::to_string(pullBytes).c_str());
+  if (pullBytes > 0 && !test::pullRefusedHere().empty()) {
+    GTEST_SKIP() << "process_vm_readv is refused here: " << test::pullRefusedHere();
+  }
   auto t1 = createTransport("shm", {1, 2, secretOf(5)});
   const ConnectHandle h1 = t1->listen();
   const std::vector<uint8_t> data = pattern(3 << 20, 9);
@@ -376,7 +351,7 @@ TEST(ShmTransport, ForkedSenderDeliversToParent) {
       std::vector<uint8_t> copy = data;
       send->post(copy.data(), copy.size());
       driveUntilDone(*send, deadlineIn(20000ms));
-      rc = 0;  // exits at once: the tail of the data is only in the ring
+      rc = 0;  // exits at once: through the ring, the tail of the data is only there
     } catch (...) {
     }
     ::_exit(rc);
@@ -389,7 +364,12 @@ TEST(ShmTransport, ForkedSenderDeliversToParent) {
   ::waitpid(child, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_EQ(data, in);
+  const auto* receiver = dynamic_cast<const shm::ShmConnection*>(recv.get());
+  ASSERT_NE(receiver, nullptr);
+  EXPECT_EQ(receiver->pulls(), pullBytes > 0 ? 1u : 0u) << recv->describe();
 }
+
+INSTANTIATE_TEST_SUITE_P(RingAndPull, ShmForkedSender, ::testing::Values(0, 65536));
 
 TEST(ShmTransport, StrangerWithWrongSecretIsRefusedAndRealPeerAccepted) {
   auto t0 = createTransport("shm", {0, 2, secretOf(1)});
@@ -538,7 +518,7 @@ INSTANTIATE_TEST_SUITE_P(Sides, ShmPeerDeath, ::testing::Values(true, false),
                          });
 
 TEST(ShmTransport, AbortWakesASleepingReceiver) {
-  Pair p;
+  ShmPair p;
   uint32_t y = 0;
   p.recv->post(&y, sizeof y);
   std::thread aborter([&] {
@@ -556,7 +536,7 @@ TEST(ShmTransport, AbortWakesASleepingReceiver) {
 TEST(ShmTransport, SegmentsAreMemfdsAndNothingLandsInDevShm) {
   const std::set<std::string> before = devShmEntries();
   {
-    Pair p;
+    ShmPair p;
     const std::string maps = selfMaps();
     EXPECT_NE(maps.find("memfd:tidal-shm-0-to-1"), std::string::npos)
         << "the segment is not a memfd mapping";

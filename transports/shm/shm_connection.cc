@@ -1,6 +1,7 @@
 #include "transports/shm/shm_connection.h"
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -15,6 +16,14 @@ namespace {
 // The check is one recv(MSG_PEEK) system call; after a sleep it runs at once.
 constexpr auto kPeerCheckInterval = std::chrono::milliseconds(1);
 constexpr unsigned kIdleCallsPerClockRead = 64;
+// A reduce reads pulled bytes through a bounce buffer this big: small enough
+// to stay in L2 between the read and the reduction, large enough that the
+// system call is a small part of the copy.
+constexpr size_t kBounceBytes = 64 * 1024;
+// A plain pull reads at most this much per system call, and a receiver pulls
+// at most a ring's worth per progress() call, so that other connections get
+// their turn.
+constexpr size_t kPullStepBytes = 1 << 20;
 }  // namespace
 
 ShmConnection::ShmConnection(int selfRank, int peer, Direction direction, Parts parts,
@@ -32,24 +41,63 @@ ShmConnection::ShmConnection(int selfRank, int peer, Direction direction, Parts 
   // segment says (zero), whichever side we are.
   mine_ = direction_ == Direction::Send ? control_->head.load() : control_->tail.load();
   theirs_ = direction_ == Direction::Send ? control_->tail.load() : control_->head.load();
+  if (direction_ == Direction::Recv) probePull();
+}
+
+ShmConnection::~ShmConnection() {
+  if (direction_ == Direction::Send) control_->senderGone.store(1);
+}
+
+void ShmConnection::probePull() {
+  peerPid_ = parts_.peerPid;
+  uint32_t state = kPullNo;
+  std::string how;
+  if (control_->pullMinBytes == 0) {
+    how = "copies through the ring (the sender set TIDAL_SHM_PULL_BYTES=0)";
+  } else if (!parts_.mayPull) {
+    how = "copies through the ring (TIDAL_SHM_PULL_BYTES=0 here)";
+  } else {
+    uint64_t seen = 0;
+    iovec local{&seen, sizeof seen};
+    iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(control_->probeAddress)),
+                 sizeof seen};
+    const ssize_t n = peerPid_ > 0 ? ::process_vm_readv(peerPid_, &local, 1, &remote, 1, 0) : -1;
+    if (n == static_cast<ssize_t>(sizeof seen) && seen == control_->probeValue) {
+      state = kPullYes;
+      how = fmt::format("pulls transfers of {} bytes and more from the sender's memory",
+                        control_->pullMinBytes);
+    } else {
+      how = fmt::format(
+          "copies through the ring (reading the sender's memory, pid {}, {}: single-copy "
+          "pulls need process_vm_readv between the ranks)",
+          peerPid_, n < 0 ? errnoText(errno) : std::string("gave other bytes"));
+    }
+  }
+  control_->pullAllowed.store(state, std::memory_order_release);
+  description_ += "; " + how;
 }
 
 void ShmConnection::post(void* data, size_t bytes) {
   ++posted_;
-  queue_.push_back({static_cast<char*>(data), bytes});
+  Piece p{static_cast<char*>(data), bytes};
+  p.framed = control_->pullMinBytes != 0 && bytes >= control_->pullMinBytes;
+  queue_.push_back(p);
   popFinished();  // zero-byte transfers complete at once, but only in order
 }
 
 void ShmConnection::postReduce(void* dst, const void* local, size_t bytes,
                                const ArrivalReducer& reducer) {
   ++posted_;
-  queue_.push_back({static_cast<char*>(dst), bytes, static_cast<const char*>(local), &reducer});
+  Piece p{static_cast<char*>(dst), bytes, static_cast<const char*>(local), &reducer};
+  p.framed = control_->pullMinBytes != 0 && bytes >= control_->pullMinBytes;
+  queue_.push_back(p);
   popFinished();
 }
 
 void ShmConnection::popFinished() {
   while (!queue_.empty() && queue_.front().left == 0) {
     queue_.pop_front();
+    if (written_ > 0) --written_;
     ++completed_;
   }
 }
@@ -58,10 +106,53 @@ namespace {
 uint64_t alignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 }  // namespace
 
+size_t ShmConnection::retirePulled() {
+  size_t retired = 0;
+  uint64_t done = 0;
+  bool loaded = false;
+  for (size_t i = 0; i < written_; ++i) {
+    Piece& p = queue_[i];
+    if (!p.pulling) continue;  // written to the ring: done
+    if (!loaded) {
+      done = control_->pullsDone.load(std::memory_order_acquire);
+      loaded = true;
+    }
+    if (p.number > done) break;
+    retired += p.left;
+    p.data += p.left;
+    p.left = 0;
+    p.pulling = false;
+  }
+  if (retired > 0) popFinished();
+  return retired;
+}
+
+void ShmConnection::writeHeader(Piece& p) {
+  const bool pull = control_->pullAllowed.load(std::memory_order_acquire) == kPullYes;
+  TransferHeader h{};
+  h.mode = pull ? TransferHeader::kPull : TransferHeader::kInline;
+  h.address = reinterpret_cast<uintptr_t>(p.data);
+  h.bytes = p.left;
+  h.number = pull ? ++pullsIssued_ : 0;
+  // A header never wraps: it starts 64-aligned in a ring of whole pages.
+  std::memcpy(ring_ + mine_ % capacity_, &h, sizeof h);
+  mine_ += sizeof h;
+  control_->head.store(mine_, std::memory_order_release);
+  if (pull) {
+    p.pulling = true;
+    p.number = h.number;
+    ++pulls_;
+  }
+}
+
 size_t ShmConnection::moveSend() {
-  size_t moved = 0;
-  while (!queue_.empty()) {
-    Piece& p = queue_.front();
+  size_t moved = retirePulled();
+  while (written_ < queue_.size()) {
+    Piece& p = queue_[written_];
+    if (p.left == 0) {  // a zero-byte transfer behind a pulled one
+      ++written_;
+      continue;
+    }
     if (!p.started) {
       uint64_t start = alignUp(mine_, kTransferAlign);
       if (start % capacity_ >= kRestartAfter) {
@@ -80,13 +171,22 @@ size_t ShmConnection::moveSend() {
           ++restarts_;
         }
       }
-      // The padding must fit in the ring like data does.
-      if (start - theirs_ > capacity_) {
+      // The padding (and a header) must fit in the ring like data does.
+      const uint64_t end = start + (p.framed ? sizeof(TransferHeader) : 0);
+      if (end - theirs_ > capacity_) {
         theirs_ = control_->tail.load(std::memory_order_acquire);
-        if (start - theirs_ > capacity_) break;
+        if (end - theirs_ > capacity_) break;
       }
       mine_ = start;
       p.started = true;
+      if (p.framed) {
+        writeHeader(p);
+        moved += sizeof(TransferHeader);
+        if (p.pulling) {
+          ++written_;
+          continue;
+        }
+      }
     }
     uint64_t space = capacity_ - (mine_ - theirs_);
     if (space == 0) {
@@ -102,7 +202,10 @@ size_t ShmConnection::moveSend() {
     p.data += n;
     p.left -= n;
     moved += n;
-    popFinished();
+    if (p.left == 0) {
+      ++written_;
+      popFinished();
+    }
   }
   return moved;
 }
@@ -126,6 +229,13 @@ size_t ShmConnection::moveRecv() {
                   ? control_->restartTo.load(std::memory_order_relaxed)
                   : start;
       p.started = true;
+      // The sender publishes a header whole, before any byte behind it.
+      if (p.framed) readHeader(p);
+    }
+    if (p.pulling) {
+      moved += pullStep(p);
+      if (moved >= capacity_) break;
+      continue;
     }
     // A reduce needs whole elements: short of the transfer's end it takes
     // only 64-byte multiples (piece boundaries then stay element-aligned,
@@ -156,6 +266,77 @@ size_t ShmConnection::moveRecv() {
   return moved;
 }
 
+void ShmConnection::readHeader(Piece& p) {
+  TransferHeader h;
+  std::memcpy(&h, ring_ + mine_ % capacity_, sizeof h);
+  if ((h.mode != TransferHeader::kInline && h.mode != TransferHeader::kPull) || h.bytes != p.left ||
+      (h.mode == TransferHeader::kPull && h.number != pullsDone_ + 1)) {
+    fail(tidalInternalError,
+         "rank {}: shm connection from rank {}: transfer {} does not match: the sender's header "
+         "says mode {:#x}, {} bytes, pull #{} where this receive expects {} bytes (pull #{}); "
+         "the two ranks ran different schedules",
+         selfRank_, peer_, completed_ + 1, h.mode, h.bytes, h.number, p.left, pullsDone_ + 1);
+  }
+  mine_ += sizeof h;
+  control_->tail.store(mine_, std::memory_order_release);
+  if (h.mode == TransferHeader::kPull) {
+    p.pulling = true;
+    p.number = h.number;
+    p.remote = h.address;
+  }
+}
+
+size_t ShmConnection::pullStep(Piece& p) {
+  size_t n;
+  if (p.reducer) {
+    if (!bounce_) bounce_ = std::make_unique<char[]>(kBounceBytes);
+    n = std::min(p.left, kBounceBytes);  // a multiple of 64 short of the end: whole elements
+    readPeerMemory(bounce_.get(), p.remote, n);
+    p.reducer->combine(p.data, p.local, bounce_.get(), n);
+    p.local += n;
+  } else {
+    n = std::min(p.left, kPullStepBytes);
+    readPeerMemory(p.data, p.remote, n);
+  }
+  p.data += n;
+  p.remote += n;
+  p.left -= n;
+  if (p.left == 0) {
+    // A sender that gave up (its call failed, its communicator closed) may
+    // have reused its buffer while we read it: what we read is not its data.
+    if (control_->senderGone.load(std::memory_order_seq_cst) != 0) {
+      fail(tidalRemoteError,
+           "rank {}: shm connection from rank {}: the sender gave up while this rank read its "
+           "transfer ({} bytes moved); the peer's call failed or its communicator closed",
+           selfRank_, peer_, bytesMoved_);
+    }
+    p.pulling = false;
+    ++pulls_;
+    control_->pullsDone.store(++pullsDone_, std::memory_order_release);
+    popFinished();
+  }
+  return n;
+}
+
+void ShmConnection::readPeerMemory(char* into, uint64_t from, size_t bytes) {
+  while (bytes > 0) {
+    iovec local{into, bytes};
+    iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(from)), bytes};
+    const ssize_t n = ::process_vm_readv(peerPid_, &local, 1, &remote, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == ESRCH) lost("its process is gone");
+    if (n <= 0) {
+      fail(tidalSystemError,
+           "rank {}: shm connection from rank {}: reading {} bytes at {:#x} in its process (pid "
+           "{}) failed: {}; set TIDAL_SHM_PULL_BYTES=0 to copy through the ring instead",
+           selfRank_, peer_, bytes, from, peerPid_, n < 0 ? errnoText(errno) : "nothing read");
+    }
+    into += n;
+    from += static_cast<uint64_t>(n);
+    bytes -= static_cast<size_t>(n);
+  }
+}
+
 void ShmConnection::wakePeer() {
   // Pairs with the fence in addPollFds: our counter store above is ordered
   // before this load of the peer's flag.
@@ -170,9 +351,14 @@ void ShmConnection::wakePeer() {
 bool ShmConnection::canAdvance() const {
   if (queue_.empty()) return false;
   if (direction_ == Direction::Send) {
-    return mine_ - control_->tail.load(std::memory_order_acquire) < capacity_;
+    const Piece& front = queue_.front();
+    if (front.pulling && control_->pullsDone.load(std::memory_order_acquire) >= front.number) {
+      return true;
+    }
+    return written_ < queue_.size() &&
+           mine_ - control_->tail.load(std::memory_order_acquire) < capacity_;
   }
-  return control_->head.load(std::memory_order_acquire) > mine_;
+  return queue_.front().pulling || control_->head.load(std::memory_order_acquire) > mine_;
 }
 
 bool ShmConnection::progress() {
@@ -259,6 +445,7 @@ void ShmConnection::addPollFds(std::vector<pollfd>& fds) const {
 
 void ShmConnection::abort() {
   aborted_ = true;
+  if (direction_ == Direction::Send) control_->senderGone.store(1);
   // Wakes a poll() on this connection in our process (both eventfds: we may
   // be asleep on either) and, through the socket, tells the peer.
   signalEventFd(parts_.dataReady.get());

@@ -15,6 +15,16 @@
 // the ring's beginning and says so in the control page, so runs of small
 // transfers keep to the same few pages.
 //
+// Pull: a transfer of at least the segment's pullMinBytes starts with a
+// TransferHeader (shm_ring.h). Where the receiver proved at set-up that it
+// can read the sender's memory (process_vm_readv: same user, no seccomp or
+// Yama rule against it), the header carries the sender's buffer address and
+// the receiver copies the bytes straight out of it, into place or, for a
+// reduce, through a cache-sized bounce buffer; the sender's transfer then
+// completes when the receiver says it has read it (pullsDone). The sender
+// does not wait for that before publishing its next transfers. Elsewhere the
+// header says "inline" and the bytes follow in the ring as before.
+//
 // Wakeups: a side that cannot proceed (sender: ring full; receiver: ring
 // empty) sets its sleeping flag in addPollFds(), re-reads the ring, and
 // sleeps on its eventfd. The other side publishes, issues a seq_cst fence and
@@ -23,9 +33,12 @@
 // store, flag load", so at least one side sees the other: no lost wakeup.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 
 #include "transports/shm/fd_passing.h"
@@ -43,9 +56,15 @@ class ShmConnection final : public Connection {
     Mapping segment;      // control page + ring
     UniqueFd dataReady;   // the receiver sleeps on it
     UniqueFd spaceReady;  // the sender sleeps on it
+    // Receiver only: the sender's pid as this process sees it (SO_PEERCRED),
+    // and whether this rank allows pulls (TIDAL_SHM_PULL_BYTES != 0).
+    pid_t peerPid = 0;
+    bool mayPull = false;
   };
 
   ShmConnection(int selfRank, int peer, Direction direction, Parts parts, std::string description);
+  // A sender's buffers may change once it is gone: tells a pulling receiver.
+  ~ShmConnection() override;
 
   int peer() const override { return peer_; }
   void post(void* data, size_t bytes) override;
@@ -60,6 +79,8 @@ class ShmConnection final : public Connection {
   std::string describe() const override { return description_; }
   // Times this sender restarted at the ring's beginning (tests, logs).
   uint64_t restarts() const { return restarts_; }
+  // Transfers this connection moved by pull (tests, logs).
+  uint64_t pulls() const { return pulls_; }
 
  private:
   struct Piece {
@@ -69,6 +90,12 @@ class ShmConnection final : public Connection {
     const char* local = nullptr;
     const ArrivalReducer* reducer = nullptr;
     bool started = false;  // its start has been aligned in the stream
+    bool framed = false;   // at least pullMinBytes: a TransferHeader leads it
+    // Pulled: the sender waits for pullsDone to reach `number`; the receiver
+    // reads from `remote` in the sender's process.
+    bool pulling = false;
+    uint64_t number = 0;
+    uint64_t remote = 0;
   };
   // Transfers start at this alignment of the byte stream.
   static constexpr uint64_t kTransferAlign = 64;
@@ -79,6 +106,16 @@ class ShmConnection final : public Connection {
   // Copies what fits; returns bytes moved.
   size_t moveSend();
   size_t moveRecv();
+  // Sender: publishes p's header, pull or inline. Receiver: reads it.
+  void writeHeader(Piece& p);
+  void readHeader(Piece& p);
+  // Sender: marks pulled pieces the receiver has finished; bytes retired.
+  size_t retirePulled();
+  // Receiver: reads the next part of a pulled transfer; bytes read.
+  size_t pullStep(Piece& p);
+  void readPeerMemory(char* into, uint64_t from, size_t bytes);
+  // Receiver: whether the sender's memory can be read, decided once.
+  void probePull();
   size_t move() { return direction_ == Direction::Send ? moveSend() : moveRecv(); }
   void popFinished();
   // Wakes the other side if it said it sleeps.
@@ -100,6 +137,14 @@ class ShmConnection final : public Connection {
   std::string description_;
 
   std::deque<Piece> queue_;
+  // Sender: pieces at the queue's front fully written to the ring or whose
+  // pull header is published; the next one to move is queue_[written_].
+  size_t written_ = 0;
+  uint64_t pullsIssued_ = 0;  // sender
+  uint64_t pullsDone_ = 0;    // receiver
+  uint64_t pulls_ = 0;
+  pid_t peerPid_ = 0;
+  std::unique_ptr<char[]> bounce_;  // receiver: pulled bytes on their way to a reduce
   uint64_t posted_ = 0;
   uint64_t completed_ = 0;
   uint64_t bytesMoved_ = 0;

@@ -10,6 +10,13 @@
 // publishes `head`, so the receiver can copy out a large transfer while the
 // sender is still copying it in.
 //
+// Large transfers (at least `pullMinBytes`) start with a 64-byte
+// TransferHeader. It says whether the bytes follow in the ring (inline) or
+// stay in the sender's buffer for the receiver to read straight out of the
+// sender's address space with process_vm_readv (pull): one copy from buffer
+// to buffer instead of one into the ring and one out of it. A pulled
+// transfer completes for the sender when `pullsDone` reaches its number.
+//
 // Each counter and each sleeping flag sits on its own 128-byte line (two
 // lines: adjacent-line prefetch would otherwise make them false-share).
 #pragma once
@@ -28,6 +35,12 @@ struct alignas(128) RingControl {
   alignas(128) uint64_t magic;
   uint64_t slots;
   uint64_t slotBytes;
+  // Transfers of at least this many bytes carry a TransferHeader; 0: none.
+  uint64_t pullMinBytes;
+  // Where the receiver proves it can read the sender's memory: the 8 bytes
+  // at probeAddress in the sender's process hold probeValue (random).
+  uint64_t probeAddress;
+  uint64_t probeValue;
   // Bytes published by the sender (release) / consumed by the receiver.
   alignas(128) std::atomic<uint64_t> head;
   // The sender's last restart: the transfer that would have started at
@@ -37,6 +50,13 @@ struct alignas(128) RingControl {
   std::atomic<uint64_t> restartFrom;
   std::atomic<uint64_t> restartTo;
   alignas(128) std::atomic<uint64_t> tail;
+  // Pulled transfers the receiver has finished reading, on tail's line.
+  std::atomic<uint64_t> pullsDone;
+  // Set once by the receiver after its probe: kPullUnknown until then.
+  std::atomic<uint32_t> pullAllowed;
+  // Set by a sender that gives up (abort, close): its buffers may change
+  // from now on, so a pull in progress must not complete.
+  alignas(128) std::atomic<uint32_t> senderGone;
   // Set by a side that is about to sleep in poll(); the other side, having
   // published, writes that side's eventfd only when its flag is set.
   alignas(128) std::atomic<uint32_t> receiverSleeping;
@@ -46,6 +66,20 @@ static_assert(sizeof(RingControl) <= kControlBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free,
               "the ring's counters are shared between processes: they must be lock-free");
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+enum PullState : uint32_t { kPullUnknown = 0, kPullYes = 1, kPullNo = 2 };
+
+// The first 64 bytes of a transfer of at least pullMinBytes.
+struct TransferHeader {
+  static constexpr uint64_t kInline = 0x54444c494e4c4e31ull;  // "TDLINLN1": bytes follow
+  static constexpr uint64_t kPull = 0x54444c50554c4c31ull;    // "TDLPULL1": read them
+  uint64_t mode;
+  uint64_t address;  // the sender's buffer (pull)
+  uint64_t bytes;    // must equal the receive's size
+  uint64_t number;   // the sender's count of pulled transfers, from 1 (pull)
+  uint64_t reserved[4];
+};
+static_assert(sizeof(TransferHeader) == 64);
 
 inline size_t segmentBytes(size_t slots, size_t slotBytes) {
   return kControlBytes + slots * slotBytes;

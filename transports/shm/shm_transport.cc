@@ -25,8 +25,9 @@ namespace {
 
 // 2: transfers start at 64-byte boundaries of the stream (reduce on arrival);
 // 3: the sender restarts at the ring's beginning when the ring is empty;
-// 4: the hello in wire.h framing on a stream socket, the descriptors after it.
-constexpr uint16_t kHelloVersion = 4;
+// 4: the hello in wire.h framing on a stream socket, the descriptors after it;
+// 5: transfer headers and pulls (shm_ring.h).
+constexpr uint16_t kHelloVersion = 5;
 constexpr size_t kHelloFds = 3;  // segment, data-ready, space-ready
 constexpr int64_t kMaxSlots = 1024;
 constexpr int64_t kMinSlotBytes = 4096;
@@ -117,6 +118,27 @@ Received receiveDescriptors(int socket, Deadline limit, const std::atomic<bool>&
   }
 }
 
+// The word a receiver reads in this process to prove it can pull from it:
+// random, so that a pid that names another process (another pid namespace)
+// is found out.
+const uint64_t& probeWord() {
+  static const uint64_t word = [] {
+    uint64_t w = 0;
+    while (w == 0) {
+      if (::getrandom(&w, sizeof w, 0) != sizeof w) w = 0x5eed5eed5eed5eedull ^ ::getpid();
+    }
+    return w;
+  }();
+  return word;
+}
+
+pid_t peerPidOf(int unixSocket) {
+  ucred cred{};
+  socklen_t length = sizeof cred;
+  if (::getsockopt(unixSocket, SOL_SOCKET, SO_PEERCRED, &cred, &length) != 0) return 0;
+  return cred.pid;
+}
+
 std::string sizeText(size_t bytes) {
   if (bytes % (1 << 20) == 0) return fmt::format("{} MiB", bytes >> 20);
   if (bytes % 1024 == 0) return fmt::format("{} KiB", bytes >> 10);
@@ -141,6 +163,14 @@ ShmTransport::ShmTransport(const TransportContext& ctx) : ctx_(ctx) {
   }
   slots_ = static_cast<size_t>(slots);
   slotBytes_ = static_cast<size_t>(slotBytes);
+  const int64_t pullBytes = params::getInt("TIDAL_SHM_PULL_BYTES");
+  if (pullBytes < 0) {
+    fail(tidalInvalidArgument,
+         "rank {}: TIDAL_SHM_PULL_BYTES={} is negative (0 turns pulls off; else the smallest "
+         "transfer a receiver reads straight from the sender's memory)",
+         ctx.rank, pullBytes);
+  }
+  pullMinBytes_ = static_cast<uint64_t>(pullBytes);
   hostKey_ = localHostKey();
 }
 
@@ -223,6 +253,9 @@ std::unique_ptr<Connection> ShmTransport::connectSend(int peer, const ConnectHan
   control->slots = slots_;
   control->slotBytes = slotBytes_;
   control->restartFrom = ~uint64_t{0};
+  control->pullMinBytes = pullMinBytes_;
+  control->probeAddress = reinterpret_cast<uintptr_t>(&probeWord());
+  control->probeValue = probeWord();
 
   ShmConnection::Parts parts;
   parts.dataReady = makeEventFd(what);
@@ -284,6 +317,8 @@ void ShmTransport::file(AcceptedHello& accepted) {
   }
   parts.dataReady = std::move(r.fds[1]);
   parts.spaceReady = std::move(r.fds[2]);
+  parts.peerPid = peerPidOf(accepted.socket.fd());
+  parts.mayPull = pullMinBytes_ != 0;
   parts.socket = UniqueFd(accepted.socket.release());
   arrived_.emplace(h.fromRank, std::move(parts));
 }
