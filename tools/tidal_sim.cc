@@ -8,9 +8,11 @@
 // simulates one host's ranks for all where the schedules repeat from host
 // to host (src/tuner/large_scale.h), and says so per algorithm.
 //
-// Not modelled (docs/benchmarks.md): switches and their oversubscription
-// (only each rank's own sending and receiving side is a shared resource),
-// the engine's per-call overhead beyond alpha, staging-slot limits.
+// Above the hosts, a two-level fat tree when asked (--leaf-hosts,
+// --oversubscription, --spine-alpha, or the model file's hosts_per_leaf...):
+// messages between leaves share their leaves' links to the spines.
+// Not modelled (docs/benchmarks.md): the engine's per-call overhead beyond
+// alpha, staging-slot limits.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -105,6 +107,8 @@ int main(int argc, char** argv) {
   size_t factor = 8;
   std::string chunkText;
   std::vector<std::string> only;
+  int leafHosts = -1;
+  double oversubscription = 0, spineAlpha = -1;
   app.add_option("--preset", preset,
                  "A named cluster: 'seed' = 2048 hosts x 8 H100s, NVLink inside a host, one "
                  "400 Gb/s NIC per GPU (tools/tuner/h100_400g.txt)")
@@ -128,6 +132,17 @@ int main(int argc, char** argv) {
                  "Pipeline chunk (default TIDAL_CHUNK_SIZE); larger chunks cut the operations a "
                  "tree has at large sizes");
   app.add_option("--algorithms,-a", only, "Only these candidates (e.g. ring,hier)")->delimiter(',');
+  app.add_option("--leaf-hosts", leafHosts,
+                 "A fat tree: hosts under each leaf switch (0: one non-blocking switch; default: "
+                 "the model's hosts_per_leaf)")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--oversubscription", oversubscription,
+                 "The leaves' links to the spines carry (ranks under the leaf) x network "
+                 "bandwidth / this (at least 1; default: the model's)")
+      ->check(CLI::Range(1.0, 1e6));
+  app.add_option("--spine-alpha", spineAlpha,
+                 "Extra microseconds for a message between leaves (default: the model's)")
+      ->check(CLI::Range(0.0, 1e6));
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -146,6 +161,9 @@ int main(int argc, char** argv) {
       model.read(readFile(modelFile), modelFile);
       modelSource = modelFile;
     }
+    if (leafHosts >= 0) model.hostsPerLeaf = leafHosts;
+    if (oversubscription > 0) model.oversubscription = oversubscription;
+    if (spineAlpha >= 0) model.spineAlphaUs = spineAlpha;
     if (hostCounts.empty()) hostCounts = {2};
     if (perHost == 0) perHost = 1;
     if (collectives.empty()) collectives = {"AllReduce"};
@@ -165,6 +183,14 @@ int main(int argc, char** argv) {
         modelSource.c_str(), model.sameHost.alphaUs, model.sameHost.bytesPerUs,
         model.network.alphaUs, model.network.bytesPerUs, model.reduceBytesPerUs,
         model.copyBytesPerUs, sizeText(chunkBytes).c_str());
+    if (model.hostsPerLeaf > 0) {
+      std::printf(
+          "# fat tree: %d hosts per leaf, leaf-to-spine links oversubscribed %.2f:1, +%.2f us "
+          "between leaves\n",
+          model.hostsPerLeaf, model.oversubscription, model.spineAlphaUs);
+    } else {
+      std::printf("# one non-blocking switch between the hosts\n");
+    }
     for (const std::string& name : collectives) {
       const Collective c = collectiveNamed(name);
       for (const int hosts : hostCounts) {

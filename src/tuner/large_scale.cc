@@ -179,7 +179,11 @@ LargeScalePrediction predictAtScale(const coll::AnyRankBuilder& build, coll::Col
   std::string why;
   RankMap::Kind kind{};
   LayoutTopology topology(layout);
-  if (layout.hosts > 1) {
+  // Under a fat tree whose last leaf is short, host 0's leaf does not stand
+  // for every leaf: rank by rank first, one host for all only beyond the
+  // budget, and said to be approximate.
+  const bool unequalLeaves = model.hostsPerLeaf > 0 && layout.hosts % model.hostsPerLeaf != 0;
+  if (layout.hosts > 1 && !unequalLeaves) {
     if (const auto micros = predictBySymmetry(build, args, layout, topology, model, &why, &kind))
       return {micros, kindName(kind)};
   }
@@ -200,6 +204,14 @@ LargeScalePrediction predictAtScale(const coll::AnyRankBuilder& build, coll::Col
     std::vector<int> hostOf(static_cast<size_t>(n));
     for (int r = 0; r < n; ++r) hostOf[static_cast<size_t>(r)] = r / layout.ranksPerHost;
     return {predictMicros(all, hostOf, model), "every rank"};
+  }
+  if (layout.hosts > 1 && unequalLeaves) {
+    if (const auto micros = predictBySymmetry(build, args, layout, topology, model, &why, &kind)) {
+      return {micros,
+              fmt::format("{}, approximate (the last leaf holds {} of {} hosts; leaf 0 "
+                          "stood for all)",
+                          kindName(kind), layout.hosts % model.hostsPerLeaf, model.hostsPerLeaf)};
+    }
   }
   // Too many: a size that does not cut evenly over the ranks (a ring's
   // segments of unequal length, empty ones skipped) breaks the repetition;

@@ -23,7 +23,7 @@ void LinkModel::read(const std::string& text, const std::string& source) {
            line);
     }
     if (!std::isfinite(value) || value < 0 ||
-        (value == 0 && key.find("alpha") == std::string::npos)) {
+        (value == 0 && key.find("alpha") == std::string::npos && key != "hosts_per_leaf")) {
       fail(tidalInvalidArgument, "{} line {}: {} must be a positive number, got {}", source, number,
            key, value);
     }
@@ -39,10 +39,26 @@ void LinkModel::read(const std::string& text, const std::string& source) {
       reduceBytesPerUs = value;
     } else if (key == "copy_mb_per_s") {
       copyBytesPerUs = value;
+    } else if (key == "hosts_per_leaf") {
+      if (value != std::floor(value) || value > 1e6) {
+        fail(tidalInvalidArgument, "{} line {}: hosts_per_leaf must be a whole number, got {}",
+             source, number, value);
+      }
+      hostsPerLeaf = static_cast<int>(value);
+    } else if (key == "oversubscription") {
+      if (value < 1) {
+        fail(tidalInvalidArgument,
+             "{} line {}: oversubscription must be at least 1 (1: non-blocking), got {}", source,
+             number, value);
+      }
+      oversubscription = value;
+    } else if (key == "spine_alpha_us") {
+      spineAlphaUs = value;
     } else {
       fail(tidalInvalidArgument,
            "{} line {}: unknown name '{}' (known: same_host_alpha_us, same_host_mb_per_s, "
-           "network_alpha_us, network_mb_per_s, reduce_mb_per_s, copy_mb_per_s)",
+           "network_alpha_us, network_mb_per_s, reduce_mb_per_s, copy_mb_per_s, "
+           "hosts_per_leaf, oversubscription, spine_alpha_us)",
            source, number, key);
     }
   }

@@ -21,6 +21,16 @@
 //   network_mb_per_s 1250
 //   reduce_mb_per_s 8000
 //   copy_mb_per_s 10000
+//
+// Above the hosts, optionally, a two-level fat tree (leaf and spine
+// switches): hosts in groups of hosts_per_leaf under one leaf, whose links to
+// the spines carry, all together, (ranks under the leaf) x network_mb_per_s /
+// oversubscription; a message between leaves shares them with every other
+// message crossing at the same time and takes spine_alpha_us longer.
+//
+//   hosts_per_leaf 16       # 0 (default): one non-blocking switch
+//   oversubscription 4      # at least 1
+//   spine_alpha_us 1
 #pragma once
 
 #include <string>
@@ -41,6 +51,10 @@ struct LinkModel {
   LinkCost network{8.5, 4800.0};
   double reduceBytesPerUs = 10000.0;
   double copyBytesPerUs = 16000.0;
+  // The fat tree above the hosts; hostsPerLeaf 0: none.
+  int hostsPerLeaf = 0;
+  double oversubscription = 1.0;
+  double spineAlphaUs = 0.0;
 
   // Reads `text` (the format above) over these values; throws
   // InvalidArgument naming `source`, the line and what is wrong.

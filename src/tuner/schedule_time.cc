@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <iterator>
+#include <map>
 #include <queue>
 #include <unordered_map>
 
@@ -24,6 +26,174 @@ struct RankRun {
   bool sendQueued = false;
   std::vector<double> arrival;  // per receive; < 0 while unknown
   std::vector<double> done;     // per receive, for the first doneCount
+};
+
+// How much of one shared link's capacity is booked over time: a step
+// function, from each key until the next. Bookings end, so the last step is
+// always zero.
+class SharedLink {
+ public:
+  explicit SharedLink(double capacity) : capacity_(capacity) { used_.emplace(0.0, 0.0); }
+
+  // The most in use over [from, from + length).
+  double peak(double from, double length) const {
+    double most = 0;
+    for (auto it = std::prev(used_.upper_bound(from));
+         it != used_.end() && it->first < from + length; ++it) {
+      most = std::max(most, it->second);
+    }
+    return most;
+  }
+
+  // When the use next changes after `t` (the last step never changes).
+  double nextChange(double t) const {
+    const auto next = used_.upper_bound(t);
+    return next == used_.end() ? t : next->first;
+  }
+
+  double capacity() const { return capacity_; }
+
+  void book(double start, double rate, double length) {
+    const double end = start + length;
+    split(start);
+    split(end);
+    for (auto it = used_.find(start); it->first < end; ++it) it->second += rate;
+  }
+
+ private:
+  void split(double t) {
+    const auto at = std::prev(used_.upper_bound(t));
+    if (at->first != t) used_.emplace_hint(std::next(at), t, at->second);
+  }
+
+  double capacity_;
+  std::map<double, double> used_;  // from -> rate in use
+};
+
+// The fat tree above the hosts (link_model.h, hostsPerLeaf): each leaf's
+// links to the spines as one SharedLink each way (up: leaving the leaf,
+// down: entering it), with the capacity of the leaf's ranks' NICs divided by
+// the oversubscription. A message between leaves books a rate on its source
+// leaf's up link and its destination leaf's down link for as long as its
+// bytes then take: its NIC rate where both have that much room throughout,
+// else the room left, from the first moment there is any. The links' use is
+// kept over time, not as a queue: the simulation is greedy (a rank that runs
+// ahead books far into the future), and a message simulated later but
+// flowing earlier must not wait behind it; so a non-blocking tree (1:1)
+// delays nothing.
+//
+// Rank by rank, each message is one copy, and the first to book takes the
+// room. When host 0's ranks stand for every host (RankMap's symmetric
+// kinds), a message stands for one copy per host of its leaf, all at the
+// same moment: the copies that leave the leaf (counted per destination)
+// share its links and end together, and leaf 0 stands for every leaf. That
+// needs equal leaves (large_scale.cc simulates rank by rank otherwise), and
+// is a different approximation of sharing than the rank-by-rank one: they
+// agree exactly where a round's copies fill the links evenly, and differ by
+// up to 20% in the tests (large_scale_test) where copies finishing at
+// different times let the next round start early.
+class Fabric {
+ public:
+  Fabric(const RankMap& map, const LinkModel& m) : map_(map) {
+    const int k = m.hostsPerLeaf;
+    if (k <= 0 || map.nranks <= 0) return;
+    on_ = true;
+    k_ = k;
+    const double perRank = m.network.bytesPerUs / m.oversubscription;
+    if (map.kind == RankMap::Kind::EveryRank) {
+      // Hosts by first appearance; leaves of k of them.
+      std::unordered_map<int, int> ordinal;
+      leafOfRank_.resize(static_cast<size_t>(map.nranks));
+      for (int r = 0; r < map.nranks; ++r) {
+        const int host = (*map.hostOfRank)[static_cast<size_t>(r)];
+        const int o = ordinal.emplace(host, static_cast<int>(ordinal.size())).first->second;
+        leafOfRank_[static_cast<size_t>(r)] = o / k;
+      }
+      const size_t leaves = (ordinal.size() + static_cast<size_t>(k) - 1) / static_cast<size_t>(k);
+      capacity_.assign(leaves, 0);
+      for (const int leaf : leafOfRank_) capacity_[static_cast<size_t>(leaf)] += perRank;
+    } else {
+      hosts_ = map.nranks / map.ranksPerHost;
+      capacity_.assign(1, std::min(k, hosts_) * map.ranksPerHost * perRank);
+      copiesLeaving_.assign(static_cast<size_t>(hosts_), -1);
+    }
+    for (const double c : capacity_) {
+      up_.emplace_back(c);
+      down_.emplace_back(c);
+    }
+    nicBytesPerUs_ = m.network.bytesPerUs;
+  }
+
+  bool on() const { return on_; }
+
+  // When a message of `bytes` from (simulated) rank `from` to `to`, as from's
+  // schedule names it, that starts flowing at `flowing`, is through the
+  // spine links; negative when it stays inside its leaf.
+  double cross(int from, int to, size_t bytes, double flowing) {
+    size_t up = 0, down = 0;
+    double copies = 1;
+    if (map_.kind == RankMap::Kind::EveryRank) {
+      up = static_cast<size_t>(leafOfRank_[static_cast<size_t>(from)]);
+      down = static_cast<size_t>(leafOfRank_[static_cast<size_t>(to)]);
+      if (up == down) return -1;
+    } else {
+      copies = copiesLeavingLeaf0(to / map_.ranksPerHost);
+      if (copies == 0) return -1;
+    }
+    // The copies flow at their NIC rate where the links have room, else at
+    // what is left, from the first moment anything is left on both: a
+    // rate that holds for as long as the bytes then take.
+    const double wanted = copies * nicBytesPerUs_;
+    const double total = static_cast<double>(bytes) * copies;
+    SharedLink& u = up_[up];
+    SharedLink& d = down_[down];
+    const double least = wanted * 1e-6;
+    double start = flowing;
+    for (;;) {
+      double rate = wanted;
+      for (int settle = 0; settle < 64; ++settle) {
+        const double length = total / rate;
+        const double room =
+            std::min(u.capacity() - u.peak(start, length), d.capacity() - d.peak(start, length));
+        if (room >= rate * (1 - 1e-9)) break;
+        rate = room;
+        if (rate < least) break;
+      }
+      if (rate >= least) {
+        const double length = total / rate;
+        u.book(start, rate, length);
+        d.book(start, rate, length);
+        return start + length;
+      }
+      // Nothing left now: try again where either link's use next drops.
+      const double next = std::min(u.nextChange(start), d.nextChange(start));
+      start = next > start ? next : std::max(u.nextChange(start), d.nextChange(start));
+    }
+  }
+
+ private:
+  // Of the hosts of leaf 0, how many send their copy of host 0's message to
+  // `host` out of the leaf.
+  int copiesLeavingLeaf0(int host) {
+    int& n = copiesLeaving_[static_cast<size_t>(host)];
+    if (n >= 0) return n;
+    n = 0;
+    for (int h = 0; h < std::min(k_, hosts_); ++h) {
+      const int dest = map_.kind == RankMap::Kind::HostXor ? (host ^ h) : (host + h) % hosts_;
+      n += dest / k_ != 0;
+    }
+    return n;
+  }
+
+  const RankMap& map_;
+  bool on_ = false;
+  int k_ = 0;
+  int hosts_ = 0;
+  std::vector<int> leafOfRank_;     // rank by rank
+  std::vector<int> copiesLeaving_;  // symmetric, per destination host; -1 unknown
+  double nicBytesPerUs_ = 0;
+  std::vector<double> capacity_;
+  std::vector<SharedLink> up_, down_;
 };
 
 struct ReadySend {
@@ -99,6 +269,7 @@ double predictMicros(const std::vector<coll::Schedule>& ss, const RankMap& map,
     queueNextSend(r);
   };
 
+  Fabric fabric(map, m);
   for (int r = 0; r < n; ++r) advance(r);
   while (!ready.empty()) {
     const ReadySend next = ready.top();
@@ -118,9 +289,18 @@ double predictMicros(const std::vector<coll::Schedule>& ss, const RankMap& map,
     // link class are free, at the link's bandwidth, and land alpha later.
     const double occupy = static_cast<double>(op.bytes) / c.bytesPerUs;
     const double flowing = std::max({next.at, rr.out[cls], peer.in[cls]});
-    rr.out[cls] = peer.in[cls] = flowing + occupy;
+    double finished = flowing + occupy;
+    double alpha = c.alphaUs;
+    if (cls == kNetwork && fabric.on()) {
+      // Between leaves, the spine links may be the slower part.
+      if (const double through = fabric.cross(r, op.peer, op.bytes, flowing); through >= 0) {
+        finished = std::max(finished, through);
+        alpha += m.spineAlphaUs;
+      }
+    }
+    rr.out[cls] = peer.in[cls] = finished;
     rr.lastPost = next.at;
-    const double arrives = flowing + occupy + c.alphaUs;
+    const double arrives = finished + alpha;
     rr.lastSendEnd = std::max(rr.lastSendEnd, arrives);
     const auto& list = recvsFrom[key(from, to)];
     size_t& k = matched[key(from, to)];

@@ -15,9 +15,11 @@
 // plus b / reduce rate when it reduces and the cost of the local copies made
 // after it. Messages match in order per (sender, receiver), as on the wire.
 // The collective ends when the last rank's last receive or send is done.
-// Not modelled: a shared switch port or an oversubscribed fabric (only the
-// two ends of a link are), staging-slot limits, and the engine's per-call
-// overhead (part of alpha).
+// With a fat tree in the model (LinkModel::hostsPerLeaf), a message between
+// leaves also occupies its leaves' shared links to the spines (schedule_time.cc,
+// Fabric): oversubscription and contention there. Not modelled: staging-slot
+// limits, the engine's per-call overhead (part of alpha), and links that are
+// shared in other ways (a host's ranks behind one NIC).
 #pragma once
 
 #include <string>

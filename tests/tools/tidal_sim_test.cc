@@ -57,7 +57,38 @@ TEST(TidalSim, TheSeedPresetReachesSixteenThousandRanks) {
   EXPECT_NE(r.out.find("hier: host shift."), std::string::npos) << r.out;
 }
 
+// A fat tree: 8 hosts, 4 a leaf. Recursive doubling's last round sends
+// every host's whole buffer across the spine at once; at 4:1 that round
+// takes about 4 times as long, while the ring's one crossing message per
+// step still fits the spine links' share at 2:1.
+TEST(TidalSim, AnOversubscribedFatTreeSlowsWhatCrossesIt) {
+  const auto at = [](const char* oversubscription) {
+    return tidal::testing::run({TIDAL_SIM_PATH, "--hosts", "8", "-b", "256K", "-e", "256K", "-a",
+                                "ring,rd", "--leaf-hosts", "4", "--oversubscription",
+                                oversubscription});
+  };
+  const auto flat = tidal::testing::run(
+      {TIDAL_SIM_PATH, "--hosts", "8", "-b", "256K", "-e", "256K", "-a", "ring,rd"});
+  const auto two = at("2"), four = at("4");
+  ASSERT_EQ(flat.exitCode, 0) << flat.err;
+  ASSERT_EQ(four.exitCode, 0) << four.err;
+  EXPECT_NE(flat.out.find("one non-blocking switch"), std::string::npos) << flat.out;
+  EXPECT_NE(four.out.find("fat tree: 4 hosts per leaf, leaf-to-spine links oversubscribed 4.00:1"),
+            std::string::npos)
+      << four.out;
+  const char* heading = "AllReduce, 8 hosts x 1 ranks = 8 ranks";
+  const auto f = row(flat.out, heading, "262144"), t2 = row(two.out, heading, "262144"),
+             t4 = row(four.out, heading, "262144");
+  ASSERT_EQ(f.size(), 4u) << flat.out;  // bytes, ring, rd, fastest
+  ASSERT_EQ(t4.size(), 4u) << four.out;
+  EXPECT_EQ(t2[1], f[1]) << "the ring at 2:1";
+  EXPECT_GT(std::stod(t4[2]), std::stod(f[2]) * 1.5) << "recursive doubling at 4:1";
+}
+
 TEST(TidalSim, RefusesBadInput) {
+  const auto leaf = tidal::testing::run({TIDAL_SIM_PATH, "--oversubscription", "0.5"});
+  EXPECT_NE(leaf.exitCode, 0);
+  EXPECT_NE(leaf.err.find("--oversubscription"), std::string::npos) << leaf.err;
   const auto hosts = tidal::testing::run({TIDAL_SIM_PATH, "--hosts", "0"});
   EXPECT_NE(hosts.exitCode, 0);
   EXPECT_NE(hosts.err.find("--hosts"), std::string::npos) << hosts.err;
