@@ -100,6 +100,7 @@ class Fabric {
     on_ = true;
     k_ = k;
     const double perRank = m.network.bytesPerUs / m.oversubscription;
+    std::vector<double> capacity;  // per leaf: its links to the spines, each way
     if (map.kind == RankMap::Kind::EveryRank) {
       // Hosts by first appearance; leaves of k of them.
       std::unordered_map<int, int> ordinal;
@@ -110,14 +111,14 @@ class Fabric {
         leafOfRank_[static_cast<size_t>(r)] = o / k;
       }
       const size_t leaves = (ordinal.size() + static_cast<size_t>(k) - 1) / static_cast<size_t>(k);
-      capacity_.assign(leaves, 0);
-      for (const int leaf : leafOfRank_) capacity_[static_cast<size_t>(leaf)] += perRank;
+      capacity.assign(leaves, 0);
+      for (const int leaf : leafOfRank_) capacity[static_cast<size_t>(leaf)] += perRank;
     } else {
       hosts_ = map.nranks / map.ranksPerHost;
-      capacity_.assign(1, std::min(k, hosts_) * map.ranksPerHost * perRank);
+      capacity.assign(1, std::min(k, hosts_) * map.ranksPerHost * perRank);
       copiesLeaving_.assign(static_cast<size_t>(hosts_), -1);
     }
-    for (const double c : capacity_) {
+    for (const double c : capacity) {
       up_.emplace_back(c);
       down_.emplace_back(c);
     }
@@ -192,7 +193,6 @@ class Fabric {
   std::vector<int> leafOfRank_;     // rank by rank
   std::vector<int> copiesLeaving_;  // symmetric, per destination host; -1 unknown
   double nicBytesPerUs_ = 0;
-  std::vector<double> capacity_;
   std::vector<SharedLink> up_, down_;
 };
 

@@ -36,6 +36,7 @@ ShmConnection::ShmConnection(int selfRank, int peer, Direction direction, Parts 
       ring_(parts_.segment.data() + kControlBytes),
       capacity_(control_->slots * control_->slotBytes),
       step_(control_->slotBytes),
+      pullMinBytes_(control_->pullMinBytes),
       description_(std::move(description)) {
   // A connection starts on a fresh segment; the counters start where the
   // segment says (zero), whichever side we are.
@@ -49,10 +50,9 @@ ShmConnection::~ShmConnection() {
 }
 
 void ShmConnection::probePull() {
-  peerPid_ = parts_.peerPid;
   uint32_t state = kPullNo;
   std::string how;
-  if (control_->pullMinBytes == 0) {
+  if (pullMinBytes_ == 0) {
     how = "copies through the ring (the sender set TIDAL_SHM_PULL_BYTES=0)";
   } else if (!parts_.mayPull) {
     how = "copies through the ring (TIDAL_SHM_PULL_BYTES=0 here)";
@@ -61,16 +61,17 @@ void ShmConnection::probePull() {
     iovec local{&seen, sizeof seen};
     iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(control_->probeAddress)),
                  sizeof seen};
-    const ssize_t n = peerPid_ > 0 ? ::process_vm_readv(peerPid_, &local, 1, &remote, 1, 0) : -1;
+    const ssize_t n =
+        parts_.peerPid > 0 ? ::process_vm_readv(parts_.peerPid, &local, 1, &remote, 1, 0) : -1;
     if (n == static_cast<ssize_t>(sizeof seen) && seen == control_->probeValue) {
       state = kPullYes;
       how = fmt::format("pulls transfers of {} bytes and more from the sender's memory",
-                        control_->pullMinBytes);
+                        pullMinBytes_);
     } else {
       how = fmt::format(
           "copies through the ring (reading the sender's memory, pid {}, {}: single-copy "
           "pulls need process_vm_readv between the ranks)",
-          peerPid_, n < 0 ? errnoText(errno) : std::string("gave other bytes"));
+          parts_.peerPid, n < 0 ? errnoText(errno) : std::string("gave other bytes"));
     }
   }
   control_->pullAllowed.store(state, std::memory_order_release);
@@ -80,7 +81,7 @@ void ShmConnection::probePull() {
 void ShmConnection::post(void* data, size_t bytes) {
   ++posted_;
   Piece p{static_cast<char*>(data), bytes};
-  p.framed = control_->pullMinBytes != 0 && bytes >= control_->pullMinBytes;
+  p.framed = framed(bytes);
   queue_.push_back(p);
   popFinished();  // zero-byte transfers complete at once, but only in order
 }
@@ -89,7 +90,7 @@ void ShmConnection::postReduce(void* dst, const void* local, size_t bytes,
                                const ArrivalReducer& reducer) {
   ++posted_;
   Piece p{static_cast<char*>(dst), bytes, static_cast<const char*>(local), &reducer};
-  p.framed = control_->pullMinBytes != 0 && bytes >= control_->pullMinBytes;
+  p.framed = framed(bytes);
   queue_.push_back(p);
   popFinished();
 }
@@ -322,14 +323,15 @@ void ShmConnection::readPeerMemory(char* into, uint64_t from, size_t bytes) {
   while (bytes > 0) {
     iovec local{into, bytes};
     iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(from)), bytes};
-    const ssize_t n = ::process_vm_readv(peerPid_, &local, 1, &remote, 1, 0);
+    const ssize_t n = ::process_vm_readv(parts_.peerPid, &local, 1, &remote, 1, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == ESRCH) lost("its process is gone");
     if (n <= 0) {
       fail(tidalSystemError,
            "rank {}: shm connection from rank {}: reading {} bytes at {:#x} in its process (pid "
            "{}) failed: {}; set TIDAL_SHM_PULL_BYTES=0 to copy through the ring instead",
-           selfRank_, peer_, bytes, from, peerPid_, n < 0 ? errnoText(errno) : "nothing read");
+           selfRank_, peer_, bytes, from, parts_.peerPid,
+           n < 0 ? errnoText(errno) : "nothing read");
     }
     into += n;
     from += static_cast<uint64_t>(n);

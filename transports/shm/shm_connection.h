@@ -118,6 +118,8 @@ class ShmConnection final : public Connection {
   void probePull();
   size_t move() { return direction_ == Direction::Send ? moveSend() : moveRecv(); }
   void popFinished();
+  // Whether a transfer of `bytes` carries a TransferHeader.
+  bool framed(size_t bytes) const { return pullMinBytes_ != 0 && bytes >= pullMinBytes_; }
   // Wakes the other side if it said it sleeps.
   void wakePeer();
   // True when the ring lets the queued work advance right now.
@@ -134,6 +136,8 @@ class ShmConnection final : public Connection {
   char* ring_;
   uint64_t capacity_;
   uint64_t step_;
+  // The segment's pullMinBytes (written once by the sender before sharing).
+  uint64_t pullMinBytes_;
   std::string description_;
 
   std::deque<Piece> queue_;
@@ -143,7 +147,6 @@ class ShmConnection final : public Connection {
   uint64_t pullsIssued_ = 0;  // sender
   uint64_t pullsDone_ = 0;    // receiver
   uint64_t pulls_ = 0;
-  pid_t peerPid_ = 0;
   std::unique_ptr<char[]> bounce_;  // receiver: pulled bytes on their way to a reduce
   uint64_t posted_ = 0;
   uint64_t completed_ = 0;
