@@ -58,6 +58,9 @@ def run(case, nprocs, timeout=120, args=(), env=None, expect_ok=True):
                 "MASTER_PORT": str(port), "TIDAL_TEST_OUT": tmp, "OMP_NUM_THREADS": "1",
             })
             e.update(env or {})
+            preload = os.environ.get("TIDAL_TEST_PRELOAD")
+            if preload:  # a native stack if std::terminate ends the rank
+                e["LD_PRELOAD"] = " ".join(filter(None, [e.get("LD_PRELOAD"), preload]))
             procs.append(subprocess.Popen(
                 [sys.executable, WORKER, case, *map(str, args)], env=e,
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))

@@ -517,6 +517,9 @@ def case_errors():
 CASES = {name[len("case_"):]: f for name, f in globals().items() if name.startswith("case_")}
 
 if __name__ == "__main__":
-    # A hung rank shows where it hangs before launch.py kills it.
+    # A rank ended by a signal (SIGABRT from std::terminate, SIGSEGV) prints
+    # every Python thread's stack; a hung one shows where it hangs before
+    # launch.py kills it.
+    faulthandler.enable(all_threads=True)
     faulthandler.dump_traceback_later(float(os.environ.get("TIDAL_TEST_TRACEBACK_AFTER", "100")))
     CASES[sys.argv[1]](*sys.argv[2:])
