@@ -149,7 +149,7 @@ run_tidal() {
   local cmd=("$tidalrun" -np "$np" --bind none "$bindir/$tidal_prog" "${common[@]}")
   [[ $coll == pingpong ]] || cmd+=(-d float "${tidal_extra[@]}")
   local env_text="${TIDAL_NET:+TIDAL_NET=$TIDAL_NET }"
-  [[ $TIDAL_NET == ofi ]] && env_text+="TIDAL_OFI_PROVIDER='$TIDAL_OFI_PROVIDER' "
+  [[ ${TIDAL_NET:-} == ofi ]] && env_text+="TIDAL_OFI_PROVIDER='${TIDAL_OFI_PROVIDER:-}' "
   ((rep == 1)) && commands+=("$env_text${cmd[*]}")
   if [[ -x $tidalrun && -x $bindir/$tidal_prog ]]; then
     run "${name}_np$np.r$rep" "${cmd[@]}"

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "collectives/any_rank.h"
+#include "comm/host_cpus.h"
 #include "comm/host_identity.h"
 #include "comm/rank_placement.h"
 #include "comm/schedule_settings.h"
@@ -106,6 +107,8 @@ void Communicator::connect(const UniqueId& id) {
   // Before anything allocates: staging first touched after the binding lands
   // on the rank's NUMA node.
   placement_ = placeRank(*bootstrap_, rank_, nranks_, /*askCuda=*/!devices_);
+  // After placeRank's binding: the CPUs the waits will share.
+  localCpus_ = cpusOfLocalRanks(*bootstrap_, nranks_);
   engine_ = std::make_unique<Engine>(rank_, engineOptions);
   if (nranks_ > 1) connectPeers();
   if (hostOfRank_.empty()) hostOfRank_.assign(static_cast<size_t>(nranks_), "this host");
@@ -211,12 +214,17 @@ void Communicator::connectDevices() {
 }
 
 void Communicator::chooseSpinMode(int ranksOnThisHost) {
-  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  // The CPUs this host's ranks may run on (their affinity masks together),
+  // else, where a rank could not tell, the machine's online CPUs.
+  const bool fromMasks = localCpus_ > 0;
+  const long cpus = fromMasks ? localCpus_ : sysconf(_SC_NPROCESSORS_ONLN);
   const bool busy =
       busyPollMode_ == "auto" ? cpus > 0 && ranksOnThisHost <= cpus : busyPollMode_ == "1";
   engine_->setBusyPoll(busy);
-  TIDAL_INFO(Init, "rank {}: {} rank(s) on this host, {} CPU(s): waits {}", rank_, ranksOnThisHost,
-             cpus, busy ? "busy-poll, then sleep" : "yield, then sleep");
+  TIDAL_INFO(Init, "rank {}: {} rank(s) on this host, {} CPU(s) {}: waits {}", rank_,
+             ranksOnThisHost, cpus,
+             fromMasks ? "in their affinity masks" : "online (a rank's mask is unknown)",
+             busy ? "busy-poll, then sleep" : "yield, then sleep");
 }
 
 std::optional<CallCheck> Communicator::sign(CallKind kind, size_t count, int type, int op,

@@ -222,7 +222,8 @@ class Communicator {
   std::optional<CallCheck> sign(CallKind kind, size_t count, int type, int op, int root);
   // How this call's Send/Recv messages are framed (collectives/p2p.cc).
   coll::P2pFraming p2pFraming(const CallMemory& memory) const;
-  // Busy-poll when this host's ranks fit its CPUs, else yield (TIDAL_BUSY_POLL).
+  // Busy-poll when this host's ranks fit the CPUs they may run on, else
+  // yield (TIDAL_BUSY_POLL; host_cpus.h).
   void chooseSpinMode(int ranksOnThisHost);
 
   int rank_;
@@ -237,6 +238,8 @@ class Communicator {
   std::unique_ptr<Links> links_;
   AlgorithmChoice algorithms_;
   std::string busyPollMode_ = "auto";
+  // CPUs in this host's ranks' affinity masks together; 0: unknown.
+  int localCpus_ = 0;
   coll::Topology topology_;
   // Every rank's host key (links.h), by rank: what topology_ was made from.
   std::vector<std::string> hostOfRank_;

@@ -181,6 +181,58 @@ TEST_F(Placement, ARankBoundBeforeInitIsLeftAsItIs) {
   EXPECT_THAT(placementLine(0), HasSubstr(", CPUs 0 (bound before init, left as it is)"));
 }
 
+// The line that says how waits spin (Communicator::chooseSpinMode).
+std::string spinLine(const std::string& log) {
+  const auto lines = linesWith(log, " rank(s) on this host, ");
+  if (lines.size() != 1) return "(" + std::to_string(lines.size()) + " spin lines)";
+  return lines[0].substr(lines[0].find("rank "));
+}
+
+// Binds the calling process to one CPU before init.
+void bindTo(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  sched_setaffinity(0, sizeof set, &set);
+}
+
+TEST_F(Placement, RanksSharingOneCpuYieldInsteadOfBusyPolling) {
+  // As under `taskset -c 0` or a one-CPU cpuset: the machine has two CPUs,
+  // but the two ranks may run on one, so a busy-polling wait would hold the
+  // CPU its peer needs.
+  ASSERT_EQ(run(2, {}, [](int) { bindTo(0); }), (std::vector<int>{0, 0})) << error(0) << error(1);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(spinLine(log(r)), "rank " + std::to_string(r) +
+                                    ": 2 rank(s) on this host, 1 CPU(s) in their affinity masks: "
+                                    "waits yield, then sleep")
+        << log(r);
+  }
+}
+
+TEST_F(Placement, RanksOnCpusOfTheirOwnBusyPoll) {
+  ASSERT_EQ(run(2, {}, [](int rank) { bindTo(rank); }), (std::vector<int>{0, 0}))
+      << error(0) << error(1);
+  EXPECT_EQ(spinLine(log(1)),
+            "rank 1: 2 rank(s) on this host, 2 CPU(s) in their affinity masks: waits busy-poll, "
+            "then sleep")
+      << log(1);
+}
+
+TEST_F(Placement, EachHostCountsOnlyItsOwnRanks) {
+  // Two "hosts", each with one rank on a CPU of its own: each counts its
+  // own rank's one CPU, not the other host's.
+  ASSERT_EQ(run(2, {},
+                [](int rank) {
+                  bindTo(rank);
+                  ::setenv("TIDAL_HOSTID", rank == 0 ? "hostA" : "hostB", 1);
+                }),
+            (std::vector<int>{0, 0}));
+  EXPECT_EQ(spinLine(log(0)),
+            "rank 0: 1 rank(s) on this host, 1 CPU(s) in their affinity masks: waits busy-poll, "
+            "then sleep")
+      << log(0);
+}
+
 TEST_F(Placement, ABadBindSettingFailsInit) {
   ASSERT_EQ(run(1, {{"TIDAL_BIND", "numa"}}), (std::vector<int>{3}));
   EXPECT_THAT(error(0), HasSubstr("TIDAL_BIND='numa' is not auto or none"));
