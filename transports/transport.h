@@ -71,16 +71,6 @@ class Connection {
                           const ArrivalReducer& reducer);
   // File descriptors (and events) to sleep on when progress() moved nothing.
   virtual void addPollFds(std::vector<pollfd>& fds) const = 0;
-  // Where the two sides wait, for a wait deciding how to spin: a waiting
-  // rank publishes the CPU it runs on, and a connection that can see the
-  // peer's (shm: in the shared segment) says whether the peer last waited
-  // on `cpu`. Busy-polling while the peer needs this very CPU only holds it
-  // off until the scheduler's next tick. Others know nothing: false.
-  virtual void publishCpu(int cpu) { (void)cpu; }
-  virtual bool peerOnCpu(int cpu) const {
-    (void)cpu;
-    return false;
-  }
   // Wakes any waiter and makes later calls fail; safe from another thread.
   virtual void abort() = 0;
   // One line for logs, e.g. "tcp 10.0.0.2:4312 x2 sockets".

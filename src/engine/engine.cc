@@ -661,7 +661,7 @@ class Engine::Run {
 
   // One round of waiting without sleeping.
   void spinOnce() const {
-    if (e_.options_.busyPoll && !peerOnThisCpu_) {
+    if (e_.options_.busyPoll) {
       // The ranks fit the CPUs: watch memory, never yield. A yield costs a
       // system call, and when other work is runnable the scheduler gives
       // it our core for a whole time slice (milliseconds), which is what
@@ -669,24 +669,8 @@ class Engine::Run {
       // busy process (docs/architecture.md, "Spin on memory").
       cpuRelax();
     } else {
-      // More ranks than CPUs, or the peer last waited on this very CPU: the
-      // rank we wait for may need it.
-      if (peerOnThisCpu_) ++e_.yieldsToPeerOnThisCpu_;
+      // More ranks than CPUs: the rank we wait for may need this very core.
       sched_yield();
-    }
-  }
-
-  // Publishes this rank's CPU on the run's connections and looks for a peer
-  // that last waited on it: two ranks the scheduler put on one CPU (unbound
-  // ranks beside busy processes) otherwise busy-poll in turn, each hop waiting
-  // for a time slice to end (docs/benchmarks.md). Once per clock read.
-  void lookForPeerOnThisCpu() {
-    const int cpu = sched_getcpu();
-    peerOnThisCpu_ = false;
-    if (cpu < 0) return;
-    for (Connection* c : st_.connections) {
-      c->publishCpu(cpu);
-      peerOnThisCpu_ = peerOnThisCpu_ || c->peerOnCpu(cpu);
     }
   }
 
@@ -704,7 +688,6 @@ class Engine::Run {
     }
     spinning_ = now - lastMove < e_.spin_;
     if (spinning_) {
-      lookForPeerOnThisCpu();
       spinOnce();
       return;
     }
@@ -784,7 +767,6 @@ class Engine::Run {
   bool waited_ = false;           // waitForActivity ran since the last move
   bool spinning_ = false;         // the last clock read was within the spin
   bool lastMoveUnknown_ = false;  // a round moved since lastMove was read
-  bool peerOnThisCpu_ = false;    // lookForPeerOnThisCpu's last finding
   unsigned idleRounds_ = 0;
   std::optional<Clock::time_point> sleptAt_;  // this wait's first sleep
 };

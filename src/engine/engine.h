@@ -95,9 +95,6 @@ class Engine {
 
   const EngineOptions& options() const { return options_; }
   void setBusyPoll(bool busyPoll) { options_.busyPoll = busyPoll; }
-  // Spin rounds that yielded instead of busy-polling because a peer of the
-  // run had last waited on this rank's CPU (Connection::peerOnCpu).
-  uint64_t yieldsToPeerOnThisCpu() const { return yieldsToPeerOnThisCpu_; }
 
   // Runs `schedule` to completion; `what` names the collective in errors.
   // `alsoAborted`, when given, ends the run like abort() (the stream
@@ -174,7 +171,6 @@ class Engine {
   // How long waits spin now: TIDAL_SPIN_US, or less after waits that the
   // spinning only delayed (Run::endOfWait).
   std::chrono::microseconds spin_;
-  uint64_t yieldsToPeerOnThisCpu_ = 0;
   std::atomic<bool> aborted_{false};
 };
 

@@ -29,12 +29,6 @@ class ScriptedConnection final : public Connection {
     // When set, progress() throws this (tidalRemoteError) after completing
     // what it may: the peer went.
     std::string failWith;
-    // progress() completes nothing until it has been called this many times
-    // (a peer that answers late, without a second thread).
-    int progressCallsBeforeAnyCompletes = 0;
-    // What the engine published with publishCpu, and what peerOnCpu says.
-    std::vector<int> publishedCpus;
-    bool peerOnEveryCpu = false;
   };
   explicit ScriptedConnection(std::shared_ptr<Script> script, int peer = 7)
       : script_(std::move(script)), peer_(peer) {}
@@ -49,10 +43,6 @@ class ScriptedConnection final : public Connection {
     ++posted_;
   }
   bool progress() override {
-    if (script_->progressCallsBeforeAnyCompletes > 0) {
-      --script_->progressCallsBeforeAnyCompletes;
-      return false;
-    }
     const uint64_t to = std::min(script_->completeUpTo, posted_);
     const bool moved = to > completed_;
     completed_ = std::max(completed_, to);
@@ -62,8 +52,6 @@ class ScriptedConnection final : public Connection {
   uint64_t completed() const override { return completed_; }
   uint64_t posted() const override { return posted_; }
   void addPollFds(std::vector<pollfd>&) const override {}
-  void publishCpu(int cpu) override { script_->publishedCpus.push_back(cpu); }
-  bool peerOnCpu(int) const override { return script_->peerOnEveryCpu; }
   void abort() override {}
   std::string describe() const override { return "scripted"; }
 

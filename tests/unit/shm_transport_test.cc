@@ -77,12 +77,12 @@ Socket rawConnect(const ConnectHandle& h) {
 }
 
 // An shm hello by hand, in shm_transport.cc's format: the wire.h header, the
-// secret, then version 6, from rank, to rank, slots, slot bytes.
+// secret, then version 5, from rank, to rank, slots, slot bytes.
 std::vector<uint8_t> shmHello(const Secret& secret, int from, int to) {
   std::vector<uint8_t> body;
   wire::Writer w(body);
   w.bytes(secret.data(), secret.size());
-  w.u16(6);
+  w.u16(5);
   w.u32(static_cast<uint32_t>(from));
   w.u32(static_cast<uint32_t>(to));
   w.u32(8);
@@ -128,26 +128,6 @@ TEST_P(ShmGeometry, TransfersArriveIntactAndInOrder) {
 INSTANTIATE_TEST_SUITE_P(Rings, ShmGeometry,
                          ::testing::Values(std::make_pair(8, 262144), std::make_pair(2, 4096),
                                            std::make_pair(3, 65536)));
-
-TEST(ShmTransport, EachSideSeesTheCpuTheOtherLastWaitedOn) {
-  ShmPair p;
-  // Nothing published yet: no CPU matches, 0 included (the segment starts
-  // at -1, not at zeroed memory's 0).
-  for (const int cpu : {0, 1, 3}) {
-    EXPECT_FALSE(p.send->peerOnCpu(cpu)) << cpu;
-    EXPECT_FALSE(p.recv->peerOnCpu(cpu)) << cpu;
-  }
-  p.send->publishCpu(3);
-  EXPECT_TRUE(p.recv->peerOnCpu(3));
-  EXPECT_FALSE(p.recv->peerOnCpu(2));
-  EXPECT_FALSE(p.send->peerOnCpu(3)) << "a side reads the other's CPU, not its own";
-  p.recv->publishCpu(0);
-  EXPECT_TRUE(p.send->peerOnCpu(0));
-  p.recv->publishCpu(1);
-  EXPECT_FALSE(p.send->peerOnCpu(0));
-  EXPECT_TRUE(p.send->peerOnCpu(1));
-  EXPECT_FALSE(p.send->peerOnCpu(-1)) << "sched_getcpu's failure is no CPU";
-}
 
 TEST(ShmTransport, ManySmallTransfersWrapTheRing) {
   ScopedEnv s1("TIDAL_SHM_SLOTS", "2");

@@ -27,7 +27,7 @@ namespace {
 // 3: the sender restarts at the ring's beginning when the ring is empty;
 // 4: the hello in wire.h framing on a stream socket, the descriptors after it;
 // 5: transfer headers and pulls (shm_ring.h).
-constexpr uint16_t kHelloVersion = 6;
+constexpr uint16_t kHelloVersion = 5;
 constexpr size_t kHelloFds = 3;  // segment, data-ready, space-ready
 constexpr int64_t kMaxSlots = 1024;
 constexpr int64_t kMinSlotBytes = 4096;
@@ -256,8 +256,6 @@ std::unique_ptr<Connection> ShmTransport::connectSend(int peer, const ConnectHan
   control->pullMinBytes = pullMinBytes_;
   control->probeAddress = reinterpret_cast<uintptr_t>(&probeWord());
   control->probeValue = probeWord();
-  control->senderCpu = -1;
-  control->receiverCpu = -1;
 
   ShmConnection::Parts parts;
   parts.dataReady = makeEventFd(what);
