@@ -1,15 +1,16 @@
 #include "comm/host_cpus.h"
 
 #include <algorithm>
-#include <bitset>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
 #include "comm/host_identity.h"
 #include "topology/affinity.h"
+#include "topology/cpu_set.h"
 
 namespace tidal {
 
@@ -41,16 +42,18 @@ int cpusOfLocalRanks(Bootstrap& bootstrap, int nranks) {
   }
   std::vector<Record> all(static_cast<size_t>(nranks));
   bootstrap.allGather(&mine, all.data(), sizeof(Record));
-  std::bitset<kMaxCpus> both;
+  topo::CpuSet both;
   for (int r = 0; r < nranks; ++r) {
     const Record& rec = all[static_cast<size_t>(r)];
     if (std::strncmp(rec.hostId, mine.hostId, kMaxHostIdBytes) != 0) continue;
     if (!rec.known) return 0;
+    std::vector<int> cpus;
     for (size_t c = 0; c < kMaxCpus; ++c) {
-      if (rec.mask[c / 8] & (1u << (c % 8))) both.set(c);
+      if (rec.mask[c / 8] & (1u << (c % 8))) cpus.push_back(static_cast<int>(c));
     }
+    both.add(topo::CpuSet::of(std::move(cpus)));
   }
-  return static_cast<int>(both.count());
+  return static_cast<int>(both.size());
 }
 
 }  // namespace tidal

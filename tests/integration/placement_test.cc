@@ -55,6 +55,14 @@ std::vector<std::string> linesWith(const std::string& text, const std::string& n
   return out;
 }
 
+// Binds the calling process to one CPU before init.
+void bindTo(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  sched_setaffinity(0, sizeof set, &set);
+}
+
 class Placement : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -169,13 +177,7 @@ TEST_F(Placement, BindNoneLeavesTheRankAlone) {
 }
 
 TEST_F(Placement, ARankBoundBeforeInitIsLeftAsItIs) {
-  ASSERT_EQ(run(1, {},
-                [](int) {
-                  cpu_set_t set;
-                  CPU_ZERO(&set);
-                  CPU_SET(0, &set);  // GPU0's CPU is 1
-                  sched_setaffinity(0, sizeof set, &set);
-                }),
+  ASSERT_EQ(run(1, {}, [](int) { bindTo(0); }),  // GPU0's CPU is 1
             (std::vector<int>{0}));
   EXPECT_EQ(affinity(0), "0");
   EXPECT_THAT(placementLine(0), HasSubstr(", CPUs 0 (bound before init, left as it is)"));
@@ -186,14 +188,6 @@ std::string spinLine(const std::string& log) {
   const auto lines = linesWith(log, " rank(s) on this host, ");
   if (lines.size() != 1) return "(" + std::to_string(lines.size()) + " spin lines)";
   return lines[0].substr(lines[0].find("rank "));
-}
-
-// Binds the calling process to one CPU before init.
-void bindTo(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  sched_setaffinity(0, sizeof set, &set);
 }
 
 TEST_F(Placement, RanksSharingOneCpuYieldInsteadOfBusyPolling) {
