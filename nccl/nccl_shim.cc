@@ -453,6 +453,86 @@ NCCL_SHIM_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_
   return done(tidalCommWindowDeregister(toTidal(comm), reinterpret_cast<tidalWindow_t>(win)));
 }
 
+NCCL_SHIM_API ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
+  shimError.clear();
+  return done(tidalWinGetUserPtr(toTidal(comm), reinterpret_cast<tidalWindow_t>(win), outUserPtr));
+}
+
+// The descriptors have the same fields in the same order (checked here).
+static_assert(sizeof(ncclWaitSignalDesc_t) == sizeof(tidalWaitSignalDesc_t) &&
+              offsetof(ncclWaitSignalDesc_t, opCnt) == offsetof(tidalWaitSignalDesc_t, opCnt) &&
+              offsetof(ncclWaitSignalDesc_t, peer) == offsetof(tidalWaitSignalDesc_t, peer) &&
+              offsetof(ncclWaitSignalDesc_t, sigIdx) == offsetof(tidalWaitSignalDesc_t, sigIdx) &&
+              offsetof(ncclWaitSignalDesc_t, ctx) == offsetof(tidalWaitSignalDesc_t, ctx));
+
+NCCL_SHIM_API ncclResult_t ncclPutSignal(const void* localbuff, size_t count,
+                                         ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
+                                         size_t peerWinOffset, int sigIdx, int ctx,
+                                         unsigned int flags, ncclComm_t comm, void* stream) {
+  shimError.clear();
+  SHIM_TYPE("ncclPutSignal", datatype, t, comm)
+  return done(tidalPutSignal(localbuff, count, t, peer, reinterpret_cast<tidalWindow_t>(peerWin),
+                             peerWinOffset, sigIdx, ctx, flags, toTidal(comm), stream));
+}
+
+NCCL_SHIM_API ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags,
+                                      ncclComm_t comm, void* stream) {
+  shimError.clear();
+  return done(tidalSignal(peer, sigIdx, ctx, flags, toTidal(comm), stream));
+}
+
+NCCL_SHIM_API ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs,
+                                          ncclComm_t comm, void* stream) {
+  shimError.clear();
+  return done(tidalWaitSignal(nDesc, reinterpret_cast<tidalWaitSignalDesc_t*>(signalDescs),
+                              toTidal(comm), stream));
+}
+
+// Parameters: keys pass through unchanged, so a program reads Tidal's
+// settings by their TIDAL_* names.
+static tidalParamHandle_t toTidal(ncclParamHandle_t h) {
+  return reinterpret_cast<tidalParamHandle_t>(h);
+}
+
+NCCL_SHIM_API ncclResult_t ncclParamBind(ncclParamHandle_t* out, const char* key) {
+  shimError.clear();
+  return done(tidalParamBind(reinterpret_cast<tidalParamHandle_t*>(out), key));
+}
+
+#define SHIM_PARAM_GETTER(suffix, ctype)                                             \
+  NCCL_SHIM_API ncclResult_t ncclParamGet##suffix(ncclParamHandle_t h, ctype* out) { \
+    shimError.clear();                                                               \
+    return done(tidalParamGet##suffix(toTidal(h), out));                             \
+  }
+SHIM_PARAM_GETTER(I8, int8_t)
+SHIM_PARAM_GETTER(I16, int16_t)
+SHIM_PARAM_GETTER(I32, int32_t)
+SHIM_PARAM_GETTER(I64, int64_t)
+SHIM_PARAM_GETTER(U8, uint8_t)
+SHIM_PARAM_GETTER(U16, uint16_t)
+SHIM_PARAM_GETTER(U32, uint32_t)
+SHIM_PARAM_GETTER(U64, uint64_t)
+SHIM_PARAM_GETTER(Str, const char*)
+#undef SHIM_PARAM_GETTER
+
+NCCL_SHIM_API ncclResult_t ncclParamGet(ncclParamHandle_t h, void* out, int maxLen, int* len) {
+  shimError.clear();
+  return done(tidalParamGet(toTidal(h), out, maxLen, len));
+}
+
+NCCL_SHIM_API ncclResult_t ncclParamGetParameter(const char* key, const char** value,
+                                                 int* valueLen) {
+  shimError.clear();
+  return done(tidalParamGetParameter(key, value, valueLen));
+}
+
+NCCL_SHIM_API ncclResult_t ncclParamGetAllParameterKeys(const char*** table, int* tableLen) {
+  shimError.clear();
+  return done(tidalParamGetAllParameterKeys(table, tableLen));
+}
+
+NCCL_SHIM_API void ncclParamDumpAll(void) { tidalParamDumpAll(); }
+
 NCCL_SHIM_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar,
                                                     ncclDataType_t datatype,
                                                     ncclScalarResidence_t residence,

@@ -16,8 +16,12 @@
 // MPI_Waitall), rank 1 receives them the same way and answers with a 4-byte
 // ack; bytes sent / time, in MB/s (10^6 bytes per second).
 //
+// tidal_pingpong --one-sided times NCCL 2.29's one-sided calls instead: each
+// message is a tidalPutSignal into the peer's receive buffer (registered as
+// a window), received by tidalWaitSignal; the bandwidth ack is a tidalSignal.
+//
 // Flags: the *_perf ones that apply (-b -e -f -i sizes, -n iterations, -w
-// warm-up, -c check), plus --window and --budget-mib. Large sizes run fewer
+// warm-up, -c check), plus --window and --budget-mib (and --one-sided). Large sizes run fewer
 // iterations: each measurement moves about --budget-mib MiB (at least 2
 // iterations), so that 64 MiB with a window of 64 stays within seconds. Each
 // size is checked once before timing: a patterned message goes each way and
@@ -154,6 +158,20 @@ class Peer {
   }
   [[noreturn]] void abort() { std::exit(1); }
 
+  // One-sided: `in` becomes the window the other rank's puts land in.
+  void openWindow(void* in, size_t bytes) {
+    check(tidalCommWindowRegister(comm_, in, bytes, &win_, TIDAL_WIN_COLL_SYMMETRIC));
+  }
+  void closeWindow() { check(tidalCommWindowDeregister(comm_, win_)); }
+  void put(const void* buf, size_t bytes) {
+    check(tidalPutSignal(buf, bytes, tidalUint8, other(), win_, 0, 0, 0, 0, comm_, nullptr));
+  }
+  void signal() { check(tidalSignal(other(), 0, 0, 0, comm_, nullptr)); }
+  void waitSignals(int count) {
+    tidalWaitSignalDesc_t d{count, other(), 0, 0};
+    check(tidalWaitSignal(1, &d, comm_, nullptr));
+  }
+
  private:
   int other() const { return 1 - rank_; }
   void check(tidalResult_t result) {
@@ -163,6 +181,7 @@ class Peer {
     abort();
   }
   tidalComm_t comm_ = nullptr;
+  tidalWindow_t win_ = nullptr;
   int rank_ = 0, size_ = 1;
 };
 #endif
@@ -177,17 +196,32 @@ struct Settings {
   tidal::perf::PerfOptions perf;
   int window = 64;
   size_t budgetMiB = 1024;
+  bool oneSided = false;  // tidalPutSignal / tidalWaitSignal (Tidal only)
 };
 
 class PingPong {
  public:
   PingPong(Peer& peer, const Settings& s)
-      : peer_(peer), s_(s), out_(s.perf.maxBytes), in_(s.perf.maxBytes) {}
+      : peer_(peer), s_(s), out_(s.perf.maxBytes), in_(s.perf.maxBytes) {
+#ifndef PINGPONG_MPI
+    if (s_.oneSided) peer_.openWindow(in_.data.get(), s_.perf.maxBytes);
+#endif
+  }
+#ifndef PINGPONG_MPI
+  ~PingPong() {
+    if (s_.oneSided) peer_.closeWindow();
+  }
+#endif
+  PingPong(const PingPong&) = delete;
+  PingPong& operator=(const PingPong&) = delete;
 
   int run() {
     if (peer_.rank() == 0) {
       std::printf("# %s\n", tidal::perf::optionsBanner(s_.perf).c_str());
-      std::printf("# Ping-pong between 2 ranks: %s\n", peer_.name().c_str());
+      std::printf("# Ping-pong between 2 ranks: %s\n",
+                  s_.oneSided ? "tidalPutSignal into the peer's window / tidalWaitSignal, "
+                                "window: that many puts, one wait; ack: tidalSignal"
+                              : peer_.name().c_str());
       std::printf(
           "# latency = half the round trip; bandwidth = window of %d sends + 4-byte ack; about "
           "%zu MiB per measurement\n",
@@ -241,26 +275,55 @@ class PingPong {
     auto countWrong = [&] {
       for (size_t i = 0; i < bytes; ++i) wrong += in[i] != pattern(1 - me, i);
     };
+    // One-sided: the data goes by put into the peer's window (in_); what
+    // rank 1 found wrong comes back two-sided, so it cannot land on the data.
+    const auto send = [&] { s_.oneSided ? put(out, bytes) : peer_.send(out, bytes); };
+    const auto recv = [&] { s_.oneSided ? waitPuts(1) : peer_.recv(in, bytes); };
     if (me == 0) {
-      peer_.send(out, bytes);
-      peer_.recv(in, bytes);
+      send();
+      recv();
       countWrong();
       int64_t theirs = 0;
       peer_.recv(&theirs, sizeof theirs);
       wrong += theirs;
     } else {
-      peer_.recv(in, bytes);
+      recv();
       countWrong();
-      peer_.send(out, bytes);
+      send();
       peer_.send(&wrong, sizeof wrong);
     }
     return wrong;
   }
 
+  // The one-sided calls, or nothing in the MPI build (which has no --one-sided).
+  void put([[maybe_unused]] const void* buf, [[maybe_unused]] size_t bytes) {
+#ifndef PINGPONG_MPI
+    peer_.put(buf, bytes);
+#endif
+  }
+  void waitPuts([[maybe_unused]] int count) {
+#ifndef PINGPONG_MPI
+    peer_.waitSignals(count);
+#endif
+  }
+  void ack() {
+#ifndef PINGPONG_MPI
+    peer_.signal();
+#endif
+  }
+
   double timeRoundTrips(size_t bytes, int iters) {
     auto loop = [&](int n) {
       for (int i = 0; i < n; ++i) {
-        if (peer_.rank() == 0) {
+        if (s_.oneSided) {
+          if (peer_.rank() == 0) {
+            put(out_.data.get(), bytes);
+            waitPuts(1);
+          } else {
+            waitPuts(1);
+            put(out_.data.get(), bytes);
+          }
+        } else if (peer_.rank() == 0) {
           peer_.send(out_.data.get(), bytes);
           peer_.recv(in_.data.get(), bytes);
         } else {
@@ -273,15 +336,23 @@ class PingPong {
   }
 
   double timeWindows(size_t bytes, int iters) {
-    uint32_t ack = 0;
+    uint32_t ackBytes = 0;
     auto loop = [&](int n) {
       for (int i = 0; i < n; ++i) {
-        if (peer_.rank() == 0) {
+        if (s_.oneSided) {
+          if (peer_.rank() == 0) {
+            for (int w = 0; w < s_.window; ++w) put(out_.data.get(), bytes);
+            waitPuts(1);  // rank 1's ack
+          } else {
+            waitPuts(s_.window);
+            ack();
+          }
+        } else if (peer_.rank() == 0) {
           peer_.sendWindow(out_.data.get(), bytes, s_.window);
-          peer_.recv(&ack, sizeof ack);
+          peer_.recv(&ackBytes, sizeof ackBytes);
         } else {
           peer_.recvWindow(in_.data.get(), bytes, s_.window);
-          peer_.send(&ack, sizeof ack);
+          peer_.send(&ackBytes, sizeof ackBytes);
         }
       }
     };
@@ -321,6 +392,10 @@ int main(int argc, char** argv) {
   app.add_option("--budget-mib", s.budgetMiB, "MiB moved per measurement before fewer iterations")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+#ifndef PINGPONG_MPI
+  app.add_flag("--one-sided", s.oneSided,
+               "Time tidalPutSignal / tidalWaitSignal instead of tidalSend / tidalRecv");
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

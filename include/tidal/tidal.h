@@ -340,10 +340,11 @@ TIDAL_API tidalResult_t tidalCommRegister(const tidalComm_t comm, void* buff, si
                                           void** handle);
 TIDAL_API tidalResult_t tidalCommDeregister(const tidalComm_t comm, void* handle);
 /* NCCL 2.27's windows: [buff, buff + size) registered with comm under winFlags
- * (TIDAL_WIN_*). Tidal has no symmetric memory or device API, so a window is a
- * checked handle like tidalCommRegister's, kept apart from them (each
- * deregister call refuses the other's handles); collectives do not use it.
- * Local: ranks need not call it together. */
+ * (TIDAL_WIN_*). Collective, as NCCL's: every rank registers its windows
+ * together and in the same order (each with its own buffer and size), and
+ * deregisters each together. A window is the target of tidalPutSignal; it is
+ * a checked handle, kept apart from tidalCommRegister's (each deregister call
+ * refuses the other's handles); collectives do not use it. */
 typedef struct tidalWindow* tidalWindow_t;
 #define TIDAL_WIN_DEFAULT 0x00
 #define TIDAL_WIN_COLL_SYMMETRIC 0x01
@@ -352,6 +353,60 @@ TIDAL_API tidalResult_t tidalCommWindowRegister(tidalComm_t comm, void* buff, si
                                                 tidalWindow_t* win, int winFlags);
 /* win NULL is accepted (nothing to deregister), as NCCL does. */
 TIDAL_API tidalResult_t tidalCommWindowDeregister(tidalComm_t comm, tidalWindow_t win);
+/* buff as given to tidalCommWindowRegister for win on this rank. */
+TIDAL_API tidalResult_t tidalWinGetUserPtr(tidalComm_t comm, tidalWindow_t win, void** outUserPtr);
+
+/*
+ * One-sided calls (NCCL 2.29), between ranks of one host, on host memory.
+ * docs/api.md, "One-sided calls". tidalPutSignal writes count elements from
+ * localbuff into peer's part of peerWin at byte offset peerWinOffset, then
+ * signals peer; peer does not take part. tidalSignal signals without data.
+ * tidalWaitSignal waits for opCnt more signals from each descriptor's peer
+ * (beyond those earlier waits took); once it returns, the data of the puts
+ * that sent them is in place. sigIdx, ctx and flags must be 0 (as NCCL 2.29);
+ * stream must be NULL (host memory, the call completes before it returns).
+ */
+TIDAL_API tidalResult_t tidalPutSignal(const void* localbuff, size_t count,
+                                       tidalDataType_t datatype, int peer, tidalWindow_t peerWin,
+                                       size_t peerWinOffset, int sigIdx, int ctx,
+                                       unsigned int flags, tidalComm_t comm, void* stream);
+TIDAL_API tidalResult_t tidalSignal(int peer, int sigIdx, int ctx, unsigned int flags,
+                                    tidalComm_t comm, void* stream);
+typedef struct {
+  int opCnt;  /* signals to wait for, > 0 */
+  int peer;   /* from this rank */
+  int sigIdx; /* 0 */
+  int ctx;    /* 0 */
+} tidalWaitSignalDesc_t;
+TIDAL_API tidalResult_t tidalWaitSignal(int nDesc, tidalWaitSignalDesc_t* signalDescs,
+                                        tidalComm_t comm, void* stream);
+
+/*
+ * Parameters (NCCL 2.30's parameter API): the TIDAL_* settings of docs/env.md
+ * as this process reads them now (the environment, then TIDAL_CONF_FILE, then
+ * the default). Keys are the settings' names ("TIDAL_TIMEOUT"). Returned
+ * strings and tables belong to Tidal and stay valid until the same call is
+ * made again on the same thread. docs/api.md, "Parameters".
+ */
+typedef struct tidalParamHandle* tidalParamHandle_t;
+TIDAL_API tidalResult_t tidalParamBind(tidalParamHandle_t* out, const char* key);
+TIDAL_API tidalResult_t tidalParamGetI8(tidalParamHandle_t h, int8_t* out);
+TIDAL_API tidalResult_t tidalParamGetI16(tidalParamHandle_t h, int16_t* out);
+TIDAL_API tidalResult_t tidalParamGetI32(tidalParamHandle_t h, int32_t* out);
+TIDAL_API tidalResult_t tidalParamGetI64(tidalParamHandle_t h, int64_t* out);
+TIDAL_API tidalResult_t tidalParamGetU8(tidalParamHandle_t h, uint8_t* out);
+TIDAL_API tidalResult_t tidalParamGetU16(tidalParamHandle_t h, uint16_t* out);
+TIDAL_API tidalResult_t tidalParamGetU32(tidalParamHandle_t h, uint32_t* out);
+TIDAL_API tidalResult_t tidalParamGetU64(tidalParamHandle_t h, uint64_t* out);
+TIDAL_API tidalResult_t tidalParamGetStr(tidalParamHandle_t h, const char** out);
+/* Raw bytes: an integer setting as int64_t, a boolean as one byte (0 or 1),
+ * a string with its terminating NUL. maxLen too small: tidalInvalidArgument
+ * with *len the size needed. */
+TIDAL_API tidalResult_t tidalParamGet(tidalParamHandle_t h, void* out, int maxLen, int* len);
+TIDAL_API tidalResult_t tidalParamGetParameter(const char* key, const char** value, int* valueLen);
+TIDAL_API tidalResult_t tidalParamGetAllParameterKeys(const char*** table, int* tableLen);
+/* Prints every setting, its value and where the value came from, to stdout. */
+TIDAL_API void tidalParamDumpAll(void);
 
 /*
  * Fault tolerance and elasticity (NCCL 2.27-2.30). docs/api.md, "Revoke,

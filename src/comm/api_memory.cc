@@ -1,6 +1,7 @@
 // tidalMemAlloc / tidalMemFree (CUDA device memory), tidalCommRegister /
 // tidalCommDeregister and tidalCommWindowRegister / tidalCommWindowDeregister
-// (a checked registry per communicator, registrations.h).
+// (a checked registry per communicator, registrations.h; windows are
+// registered and deregistered by every rank together, one_sided.h).
 #include <cstdint>
 
 #include "comm/api_guard.h"
@@ -57,7 +58,11 @@ tidalResult_t tidalCommRegister(const tidalComm_t comm, void* buff, size_t size,
       fail(tidalInvalidArgument, "{}: buff {} + size {} overflows the address space",
            where(comm, fn), buff, size);
     }
-    *handle = comm->registrations.add({buff, size, cuda::classify(buff).kind});
+    Registration r;
+    r.pointer = buff;
+    r.bytes = size;
+    r.kind = cuda::classify(buff).kind;
+    *handle = comm->registrations.add(r);
   });
 }
 
@@ -117,8 +122,15 @@ tidalResult_t tidalCommWindowRegister(tidalComm_t comm, void* buff, size_t size,
       fail(tidalInvalidArgument, "{}: buff {} + size {} overflows the address space",
            where(comm, fn), buff, size);
     }
-    *win = static_cast<tidalWindow_t>(
-        comm->registrations.add({buff, size, cuda::classify(buff).kind, true}));
+    Registration r;
+    r.pointer = buff;
+    r.bytes = size;
+    r.kind = cuda::classify(buff).kind;
+    r.window = true;
+    // Collective: every rank's part, for tidalPutSignal (one_sided.h).
+    r.spans =
+        comm->impl->registerWindow(buff, size, r.kind == MemoryKind::Cuda, winFlags, &r.number);
+    *win = static_cast<tidalWindow_t>(comm->registrations.add(r));
   });
 }
 
@@ -127,6 +139,11 @@ tidalResult_t tidalCommWindowDeregister(tidalComm_t comm, tidalWindow_t win) {
   return guarded(comm, [&] {
     checkComm(comm, fn);
     if (!win) return;  // as NCCL: nothing to deregister
+    // Collective once the handle is known to be this communicator's window:
+    // no peer puts into it after this returns.
+    if (const auto r = comm->registrations.find(win); r && r->window) {
+      comm->impl->deregisterWindow(r->number);
+    }
     deregister(comm, fn, win, true);
   });
 }

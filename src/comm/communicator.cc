@@ -110,6 +110,8 @@ void Communicator::connect(const UniqueId& id) {
   // After placeRank's binding: the CPUs the waits will share.
   localCpus_ = cpusOfLocalRanks(*bootstrap_, nranks_);
   engine_ = std::make_unique<Engine>(rank_, engineOptions);
+  oneSided_ = std::make_unique<OneSided>(rank_, nranks_, engineOptions.spin, engineOptions.timeout);
+  oneSided_->exchange(*bootstrap_);
   if (nranks_ > 1) connectPeers();
   if (hostOfRank_.empty()) hostOfRank_.assign(static_cast<size_t>(nranks_), "this host");
   connectDevices();
@@ -684,6 +686,7 @@ coll::P2pFraming Communicator::p2pFraming(const CallMemory& memory) const {
 
 void Communicator::abort() {
   engine_->abort();
+  if (oneSided_) oneSided_->abort();
   if (device_) device_->abort();
   if (bootstrap_) bootstrap_->abort();
   if (links_) links_->abortTransports();

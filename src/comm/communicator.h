@@ -26,6 +26,7 @@
 #include "comm/device_path.h"
 #include "comm/flight_recorder.h"
 #include "comm/links.h"
+#include "comm/one_sided.h"
 #include "comm/schedule_cache.h"
 #include "core/error.h"
 #include "engine/engine.h"
@@ -75,6 +76,17 @@ class Communicator {
   // How many messages of `op`'s kind this rank has had with its peer (the
   // next one's number; P2pOp::number).
   uint64_t& messagesWith(const coll::P2pOp& op);
+
+  // One-sided calls (one_sided.h, windows.cc), between ranks of one host.
+  // registerWindow is collective: this rank's part of the communicator's
+  // next window, and every rank's (sets *number). deregisterWindow too.
+  std::vector<WindowSpan> registerWindow(const void* buff, size_t size, bool device, int flags,
+                                         uint64_t* number);
+  void deregisterWindow(uint64_t number);
+  void putSignal(const void* source, size_t bytes, int peer, const std::vector<WindowSpan>& spans,
+                 size_t offset);
+  void signal(int peer);
+  void waitSignal(const std::vector<OneSided::Wait>& waits);
 
   // tidalGroupSimulateEnd (group.h, simulation.cc): how long `calls` (a
   // group's collectives on this communicator, in order) and then `p2p` (its
@@ -244,7 +256,9 @@ class Communicator {
   // Every rank's host key (links.h), by rank: what topology_ was made from.
   std::vector<std::string> hostOfRank_;
   std::unique_ptr<Engine> engine_;
-  ScheduleCache schedules_;  // used only under opMutex_
+  std::unique_ptr<OneSided> oneSided_;  // signal inboxes and peers' processes
+  uint64_t windowsRegistered_ = 0;      // window numbers so far (under opMutex_)
+  ScheduleCache schedules_;             // used only under opMutex_
   std::vector<uint8_t> barrierBuffer_;
   std::vector<uint64_t> messageSizes_;  // size messages of the sized schedule running now
   CallSignature sendHeader_;            // the header of a single Send running now

@@ -1,5 +1,6 @@
 // The buffers registered with one communicator (tidalCommRegister) and its
-// windows (tidalCommWindowRegister). Handles
+// windows (tidalCommWindowRegister), with every rank's part of each window
+// (the target of tidalPutSignal, one_sided.h). Handles
 // are checked tokens, not pointers: each is a number from one process-wide
 // counter, never reused, so deregistering an unknown handle, one already
 // deregistered or one of another communicator is told apart and refused.
@@ -8,19 +9,32 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "core/memory_kind.h"
 
 namespace tidal {
+
+// Where one rank's part of a window is in its own process.
+struct WindowSpan {
+  uint64_t address = 0;
+  uint64_t bytes = 0;
+  bool device = false;  // CUDA device memory: one-sided calls cannot write it
+};
 
 struct Registration {
   void* pointer = nullptr;
   size_t bytes = 0;
   MemoryKind kind = MemoryKind::Host;
   bool window = false;  // from tidalCommWindowRegister, not tidalCommRegister
+  // Windows only: registered every rank together, the number-th of the
+  // communicator; spans[r] is rank r's part (one_sided.h).
+  uint64_t number = 0;
+  std::vector<WindowSpan> spans;
 };
 
 class Registrations {

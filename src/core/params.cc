@@ -77,6 +77,18 @@ Resolved resolve(const Definition& def) {
 
 }  // namespace
 
+const Definition* lookup(std::string_view name) {
+  for (const auto& d : definitions()) {
+    if (name == d.name) return &d;
+  }
+  return nullptr;
+}
+
+Entry current(const Definition& def) {
+  auto r = resolve(def);
+  return {&def, r.value, r.source};
+}
+
 std::vector<Entry> snapshot() {
   std::vector<Entry> out;
   for (const auto& d : definitions()) {

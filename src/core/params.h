@@ -34,6 +34,11 @@ const std::vector<Definition>& definitions();
 // Current value of every parameter with its source.
 std::vector<Entry> snapshot();
 
+// The declaration of `name`, or null when no parameter has that name.
+const Definition* lookup(std::string_view name);
+// Current value of one parameter with its source.
+Entry current(const Definition& def);
+
 // Typed getters. Throw tidal::Error(InvalidArgument) naming the variable and the
 // value when it does not parse, and InternalError for an undeclared name.
 int64_t getInt(std::string_view name);

@@ -8,9 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -523,6 +525,136 @@ TEST(Memory, WindowHandlesAreCheckedAndKeptApartFromRegistrations) {
   ASSERT_EQ(tidalCommWindowRegister(b, buffer.data(), 8, &win, TIDAL_WIN_DEFAULT), tidalSuccess);
   EXPECT_EQ(tidalCommDestroy(a), tidalSuccess);
   EXPECT_EQ(tidalCommDestroy(b), tidalSuccess);
+}
+
+// A wait for a signal that never comes ends at TIDAL_TIMEOUT, naming what is
+// missing, and leaves the communicator usable: the signal, once sent, is
+// waited for. tidalCommAbort on another thread ends a wait at once.
+TEST(OneSided, WaitSignalTimesOutNamingTheMissingSignalsAndAbortEndsIt) {
+  ::setenv("TIDAL_TIMEOUT", "1", 1);
+  tidalComm_t comm = nullptr;
+  ASSERT_EQ(tidalCommInitAll(&comm, 1, nullptr), tidalSuccess);
+  ::unsetenv("TIDAL_TIMEOUT");
+  tidalWaitSignalDesc_t d{2, 0, 0, 0};
+  ASSERT_EQ(tidalSignal(0, 0, 0, 0, comm, nullptr), tidalSuccess) << tidalGetLastError(comm);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(tidalWaitSignal(1, &d, comm, nullptr), tidalTimeout);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(waited, 0.9);
+  EXPECT_LT(waited, 30.0);
+  EXPECT_THAT(std::string(tidalGetLastError(comm)),
+              HasSubstr("rank 0: tidalWaitSignal: signals missing after TIDAL_TIMEOUT=1 s "
+                        "(arrived of expected: rank 0: 1 of 2)"));
+  ASSERT_EQ(tidalSignal(0, 0, 0, 0, comm, nullptr), tidalSuccess) << tidalGetLastError(comm);
+  EXPECT_EQ(tidalWaitSignal(1, &d, comm, nullptr), tidalSuccess) << tidalGetLastError(comm);
+  // Those two are taken: one more is needed now.
+  d.opCnt = 1;
+  tidalResult_t aborted = tidalSuccess;
+  std::thread waiter([&] { aborted = tidalWaitSignal(1, &d, comm, nullptr); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(tidalCommAbort(comm), tidalSuccess);
+  waiter.join();
+  EXPECT_EQ(aborted, tidalRemoteError);
+}
+
+// NCCL 2.30's parameter API over Tidal's settings: typed reads with range
+// checks, strings, raw bytes, the key table and the dump; each error names
+// the argument and the value.
+TEST(Params, TypedReadsCheckRangeKindAndValue) {
+  ::setenv("TIDAL_TIMEOUT", "300", 1);
+  ::setenv("TIDAL_NET", "shm", 1);
+  ::setenv("TIDAL_CHECK_CALLS", "0", 1);
+  tidalParamHandle_t timeout = nullptr, net = nullptr, check = nullptr, none = nullptr;
+  EXPECT_EQ(tidalParamBind(&none, "TIDAL_NO_SUCH_SETTING"), tidalInvalidArgument);
+  EXPECT_THAT(threadError(), HasSubstr("key 'TIDAL_NO_SUCH_SETTING' is not a Tidal setting"));
+  EXPECT_EQ(none, nullptr);
+  EXPECT_EQ(tidalParamBind(&timeout, nullptr), tidalInvalidArgument);
+  EXPECT_THAT(threadError(), HasSubstr("tidalParamBind: key is NULL"));
+  ASSERT_EQ(tidalParamBind(&timeout, "TIDAL_TIMEOUT"), tidalSuccess) << threadError();
+  ASSERT_EQ(tidalParamBind(&net, "TIDAL_NET"), tidalSuccess) << threadError();
+  ASSERT_EQ(tidalParamBind(&check, "TIDAL_CHECK_CALLS"), tidalSuccess) << threadError();
+
+  int16_t i16 = 0;
+  uint64_t u64 = 0;
+  int8_t i8 = 0;
+  uint8_t u8 = 0;
+  EXPECT_EQ(tidalParamGetI16(timeout, &i16), tidalSuccess) << threadError();
+  EXPECT_EQ(i16, 300);
+  EXPECT_EQ(tidalParamGetU64(timeout, &u64), tidalSuccess) << threadError();
+  EXPECT_EQ(u64, 300u);
+  EXPECT_EQ(tidalParamGetI8(timeout, &i8), tidalInvalidArgument);
+  EXPECT_THAT(threadError(),
+              HasSubstr("tidalParamGetI8: TIDAL_TIMEOUT=300 does not fit the 8-bit signed"));
+  EXPECT_EQ(tidalParamGetU8(timeout, &u8), tidalInvalidArgument);
+  ::setenv("TIDAL_TIMEOUT", "-1", 1);  // read afresh at every call
+  uint32_t u32 = 7;
+  EXPECT_EQ(tidalParamGetU32(timeout, &u32), tidalInvalidArgument);
+  EXPECT_THAT(threadError(), HasSubstr("TIDAL_TIMEOUT=-1 does not fit the 32-bit unsigned"));
+  EXPECT_EQ(u32, 7u);
+  ::setenv("TIDAL_TIMEOUT", "soon", 1);
+  int64_t i64 = 0;
+  EXPECT_EQ(tidalParamGetI64(timeout, &i64), tidalInvalidArgument);
+  EXPECT_THAT(threadError(), HasSubstr("TIDAL_TIMEOUT='soon'"));
+  const char* text = nullptr;
+  int length = -1;
+  EXPECT_EQ(tidalParamGetParameter("TIDAL_TIMEOUT", &text, &length), tidalInvalidArgument);
+  ::setenv("TIDAL_TIMEOUT", "45", 1);
+  EXPECT_EQ(tidalParamGetParameter("TIDAL_TIMEOUT", &text, &length), tidalSuccess) << threadError();
+  EXPECT_STREQ(text, "45");
+  EXPECT_EQ(length, 2);
+  EXPECT_EQ(tidalParamGetParameter("TIDAL_NOPE", &text, &length), tidalInvalidArgument);
+  EXPECT_EQ(text, nullptr);
+
+  // A boolean reads as 0 or 1; a string only as a string.
+  int32_t i32 = -5;
+  EXPECT_EQ(tidalParamGetI32(check, &i32), tidalSuccess) << threadError();
+  EXPECT_EQ(i32, 0);
+  EXPECT_EQ(tidalParamGetI32(net, &i32), tidalInvalidArgument);
+  EXPECT_THAT(threadError(), HasSubstr("TIDAL_NET is a string setting ('shm')"));
+  EXPECT_EQ(tidalParamGetStr(net, &text), tidalSuccess) << threadError();
+  EXPECT_STREQ(text, "shm");
+  EXPECT_EQ(tidalParamGetStr(timeout, &text), tidalSuccess) << threadError();
+  EXPECT_STREQ(text, "45");
+
+  // Raw bytes: the size needed comes back when the buffer is too small.
+  unsigned char raw[16] = {};
+  int len = 0;
+  EXPECT_EQ(tidalParamGet(timeout, raw, 4, &len), tidalInvalidArgument);
+  EXPECT_EQ(len, 8);
+  EXPECT_EQ(tidalParamGet(timeout, raw, sizeof raw, &len), tidalSuccess) << threadError();
+  int64_t rawValue = 0;
+  std::memcpy(&rawValue, raw, sizeof rawValue);
+  EXPECT_EQ(rawValue, 45);
+  EXPECT_EQ(tidalParamGet(net, raw, sizeof raw, &len), tidalSuccess) << threadError();
+  EXPECT_EQ(len, 4);
+  EXPECT_STREQ(reinterpret_cast<const char*>(raw), "shm");
+
+  int stranger = 0;
+  EXPECT_EQ(tidalParamGetI32(reinterpret_cast<tidalParamHandle_t>(&stranger), &i32),
+            tidalInvalidArgument);
+  EXPECT_THAT(threadError(), HasSubstr("is not a handle from tidalParamBind"));
+
+  const char** keys = nullptr;
+  int count = 0;
+  ASSERT_EQ(tidalParamGetAllParameterKeys(&keys, &count), tidalSuccess) << threadError();
+  std::vector<std::string> names(keys, keys + count);
+  EXPECT_GE(count, 20);
+  EXPECT_NE(std::find(names.begin(), names.end(), "TIDAL_TIMEOUT"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "TIDAL_NET"), names.end());
+  for (const std::string& name : names) {
+    tidalParamHandle_t h = nullptr;
+    EXPECT_EQ(tidalParamBind(&h, name.c_str()), tidalSuccess) << name;
+  }
+
+  testing::internal::CaptureStdout();
+  tidalParamDumpAll();
+  const std::string dump = testing::internal::GetCapturedStdout();
+  EXPECT_THAT(dump, HasSubstr("TIDAL_TIMEOUT=45 (int, environment)\n"));
+  EXPECT_THAT(dump, HasSubstr("TIDAL_NET=shm (string, environment)\n"));
+  ::unsetenv("TIDAL_TIMEOUT");
+  ::unsetenv("TIDAL_NET");
+  ::unsetenv("TIDAL_CHECK_CALLS");
 }
 
 // Each rank writes its init result and error text to a file the test reads.

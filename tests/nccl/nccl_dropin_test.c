@@ -193,6 +193,44 @@ static int runRank(int rank, ncclUniqueId id) {
             strstr(ncclGetLastError(comm), "rank"),
         "ncclCommWindowRegister(win NULL): %d '%s'", (int)r, ncclGetLastError(comm));
 
+  /* One-sided, as NCCL's ping-pong example: partners 0-1 and 2-3; the even
+   * rank waits and then puts, the odd one puts and then waits. */
+  {
+    int slot[2] = {-1, -1};
+    const int mine[2] = {rank, rank * 10};
+    const int partner = rank ^ 1;
+    ncclWindow_t w = NULL;
+    void* user = NULL;
+    ncclWaitSignalDesc_t d = {1, partner, 0, 0};
+    NCCL_OK(ncclCommWindowRegister(comm, slot, sizeof slot, &w, NCCL_WIN_COLL_SYMMETRIC));
+    NCCL_OK(ncclWinGetUserPtr(comm, w, &user));
+    CHECK(user == (void*)slot, "ncclWinGetUserPtr gave %p, not %p", user, (void*)slot);
+    if (rank % 2 == 0) NCCL_OK(ncclWaitSignal(1, &d, comm, NULL));
+    NCCL_OK(ncclPutSignal(mine, 2, ncclInt32, partner, w, 0, 0, 0, 0, comm, NULL));
+    if (rank % 2 == 1) NCCL_OK(ncclWaitSignal(1, &d, comm, NULL));
+    CHECK(slot[0] == partner && slot[1] == partner * 10, "after the ping-pong: %d %d", slot[0],
+          slot[1]);
+    r = ncclSignal(partner, 3, 0, 0, comm, NULL);
+    CHECK(r == ncclInvalidArgument && strstr(ncclGetLastError(comm), "sigIdx 3"),
+          "ncclSignal(sigIdx 3): %d '%s'", (int)r, ncclGetLastError(comm));
+    NCCL_OK(ncclCommWindowDeregister(comm, w));
+  }
+
+  /* Parameters: Tidal's settings by their names; NCCL's own are not there. */
+  {
+    ncclParamHandle_t h = NULL;
+    int32_t chunk = 0;
+    const char* text = NULL;
+    int len = 0;
+    NCCL_OK(ncclParamBind(&h, "TIDAL_CHUNK_SIZE"));
+    NCCL_OK(ncclParamGetI32(h, &chunk));
+    NCCL_OK(ncclParamGetParameter("TIDAL_CHUNK_SIZE", &text, &len));
+    CHECK(chunk > 0 && text != NULL && atoi(text) == chunk && len == (int)strlen(text),
+          "TIDAL_CHUNK_SIZE: %d as integer, '%s' (%d) as text", (int)chunk, text ? text : "", len);
+    r = ncclParamBind(&h, "NCCL_IB_ROCE_VERSION_NUM");
+    CHECK(r == ncclInvalidArgument, "ncclParamBind(NCCL_IB_ROCE_VERSION_NUM): %d", (int)r);
+  }
+
   /* The device API's host side: properties say there is none, and a device
    * communicator is refused naming the call. */
   ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
