@@ -10,6 +10,9 @@
 // blocks on many ranks, Bruck's log2(n) rounds (bruck_alltoall.cc) cost fewer
 // message start-ups.
 //
+// Blocks go as payload pieces (Connection::postPayload), so on shm each
+// moves by one copy out of the sender's buffer (a pull).
+//
 // In place (sendbuff == recvbuff), a block received could overwrite a block
 // not yet sent, so the input is first copied to scratch and sent from there.
 #include "collectives/ring_steps.h"
@@ -20,18 +23,27 @@ namespace tidal::coll {
 
 namespace {
 
-// One message of `bytes` from src to peer, cut into chunks.
+// One block of `bytes` from src to peer, cut into chunks: payload pieces,
+// each of which may move by one copy out of the sender's buffer. Unlike a
+// Send/Recv (kSingleCopyBelow, schedule.h), every block size: with every pair
+// exchanging at once the ring's cached copies lose their edge (8 MiB, 4
+// ranks: 1.72-1.74 ms single-copy against 2.26-2.28 ms through the ring;
+// 32 MiB: 12.9 against 13.8-14.2 ms; docs/benchmarks.md).
 void sendChunks(Schedule& s, int peer, BufferRef src, size_t bytes, size_t chunkBytes) {
   for (size_t off = 0; off < bytes; off += chunkBytes) {
-    s.sends.push_back(
-        {peer, {src.buffer, src.offset + off}, std::min(chunkBytes, bytes - off), -1});
+    SendOp piece{peer, {src.buffer, src.offset + off}, std::min(chunkBytes, bytes - off), -1};
+    piece.payload = true;
+    piece.singleCopy = true;
+    s.sends.push_back(piece);
   }
 }
 
 void recvChunks(Schedule& s, int peer, BufferRef dst, size_t bytes, size_t chunkBytes) {
   for (size_t off = 0; off < bytes; off += chunkBytes) {
-    s.recvs.push_back(
-        {peer, {dst.buffer, dst.offset + off}, std::min(chunkBytes, bytes - off), false, {}, 0});
+    RecvOp piece{peer, {dst.buffer, dst.offset + off}, std::min(chunkBytes, bytes - off), false, {},
+                 0};
+    piece.payload = true;
+    s.recvs.push_back(piece);
   }
 }
 
@@ -109,6 +121,7 @@ Schedule pairwiseAllToAllv(const CollectiveArgs& a, const AllToAllvLayout& layou
                    0};
       piece.sizedBy = header;
       piece.messageOffset = off;
+      piece.payload = true;
       s.recvs.push_back(piece);
     }
   }

@@ -12,6 +12,10 @@
 // rides inside its header: one transfer per small Send, as a collective's
 // first small transfer rides inside its signature.
 //
+// Payload pieces are posted as such (Connection::postPayload): a transport
+// may then move a piece of a message below kSingleCopyBelow (2 MiB) by one
+// copy from the sender's buffer (shm pulls, TIDAL_SHM_P2P_PULL_BYTES).
+//
 // Every op of the group is posted at once, so any pattern completes without
 // deadlock (everyone sending to everyone, rings in both directions); the
 // engine moves whatever is ready on every connection in each round.
@@ -37,8 +41,10 @@ void appendSend(Schedule& s, int peer, BufferRef header, BufferRef payload, size
   s.sends.push_back({peer, header, kHeaderBytes, -1});
   if (inlined) return;
   for (size_t off = 0; off < bytes; off += chunk) {
-    s.sends.push_back(
-        {peer, {payload.buffer, payload.offset + off}, std::min(chunk, bytes - off), -1});
+    SendOp piece{peer, {payload.buffer, payload.offset + off}, std::min(chunk, bytes - off), -1};
+    piece.payload = true;
+    piece.singleCopy = bytes < kSingleCopyBelow;
+    s.sends.push_back(piece);
   }
 }
 
@@ -64,6 +70,7 @@ void appendRecv(Schedule& s, int peer, BufferRef payload, size_t bytes, int32_t 
         peer, {payload.buffer, payload.offset + off}, std::min(chunk, bytes - off), false, {}, 0};
     piece.sizedBy = header;
     piece.messageOffset = off;
+    piece.payload = true;
     s.recvs.push_back(piece);
   }
 }

@@ -68,6 +68,15 @@ struct RecvCopy {
   CopyOp copy;
 };
 
+// Messages (a Send/Recv message, an AllToAll block) below this size let the
+// receiver copy their payload pieces straight out of the sender's buffer where
+// the transport can (SendOp::singleCopy; shm: one kernel copy instead of two
+// through the ring). From here up the ring's two copies, pipelined through a
+// ring that stays in cache, were faster on the development VM (16 MiB: 12.5
+// against 10.2 GB/s; docs/benchmarks.md), while below it the single copy was
+// up to 1.6x faster (256 KiB).
+inline constexpr size_t kSingleCopyBelow = size_t{2} << 20;
+
 struct SendOp {
   int peer;
   BufferRef src;
@@ -75,6 +84,10 @@ struct SendOp {
   // Index into Schedule::recvs that must have completed (and been reduced)
   // before this send may start; -1 when it depends on nothing.
   int64_t afterRecv;
+  // A Send/Recv payload piece (Connection::postPayload; its receive says so
+  // too), and whether the receiver may copy it straight out of this buffer.
+  bool payload = false;
+  bool singleCopy = false;
 };
 
 struct RecvOp {
@@ -118,6 +131,8 @@ struct RecvOp {
   // this rank's receives from the peer this is, counted on the communicator.
   bool numbered = false;
   BufferRef numberAt{};
+  // A Send/Recv payload piece (Connection::postPayload), as its send says.
+  bool payload = false;
 };
 
 struct Schedule {

@@ -52,6 +52,14 @@ class Connection {
   // Queues a transfer of `bytes` from (send) or into (receive) `data`, which
   // must stay valid until completed() counts it. Never blocks.
   virtual void post(void* data, size_t bytes) = 0;
+  // A Send/Recv payload piece (both sides post it this way): a transport
+  // that can copy straight from the sender's buffer into the receiver's may
+  // do so, when `singleCopy` (the sender's choice; the receiver learns it
+  // from the transfer). Default: an ordinary post.
+  virtual void postPayload(void* data, size_t bytes, bool singleCopy) {
+    (void)singleCopy;
+    post(data, bytes);
+  }
   // Moves what can move without blocking. Returns true if any byte moved.
   // Throws tidal::Error(RemoteError) when the peer is gone.
   virtual bool progress() = 0;

@@ -45,6 +45,10 @@ const std::vector<Definition>& definitions() {
       {"TIDAL_SHM_PULL_BYTES", Kind::Int, "0",
        "shm transfers of at least this many bytes are read straight from the sender's memory "
        "(process_vm_readv, one copy instead of two) where the kernel allows it; 0: never."},
+      {"TIDAL_SHM_P2P_PULL_BYTES", Kind::Int, "16384",
+       "Send/Recv pieces (of messages below 2 MiB) and pairwise AllToAll(v) pieces of at least "
+       "this many bytes are read straight from the sender's memory where the kernel allows it; "
+       "0: never."},
       // libfabric (ofi) transport.
       {"TIDAL_OFI_PROVIDER", Kind::String, "",
        "ofi provider (efa, tcp;ofi_rxm, udp;ofi_rxd, shm); set: ofi is offered between hosts "

@@ -438,7 +438,11 @@ class Engine::Run {
       }
       Connection& c = *st_.sendConn[nextSend_];
       st_.sendSeq[nextSend_] = c.posted();
-      c.post(resolve(op.src), op.bytes);
+      if (op.payload) {
+        c.postPayload(resolve(op.src), op.bytes, op.singleCopy);
+      } else {
+        c.post(resolve(op.src), op.bytes);
+      }
       ++nextSend_;
     }
     return nextSend_ != first;
@@ -491,7 +495,11 @@ class Engine::Run {
         target = resolve(op.dst);
       }
       st_.recvSeq[nextRecvPost_] = c.posted();
-      c.post(target, bytes);
+      if (op.payload) {
+        c.postPayload(target, bytes, false);
+      } else {
+        c.post(target, bytes);
+      }
       ++nextRecvPost_;
     }
     return nextRecvPost_ != first;

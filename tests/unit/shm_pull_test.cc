@@ -151,6 +151,7 @@ TEST(ShmPull, AReceiverThatMayNotPullGetsTheBytesThroughTheRing) {
   }
   {
     ScopedEnv pull("TIDAL_SHM_PULL_BYTES", "0");
+    ScopedEnv payloadPull("TIDAL_SHM_P2P_PULL_BYTES", "0");
     t1 = createTransport("shm", {1, 2, secretOf(3)});
   }
   const ConnectHandle h1 = t1->listen();
@@ -164,8 +165,55 @@ TEST(ShmPull, AReceiverThatMayNotPullGetsTheBytesThroughTheRing) {
   EXPECT_EQ(in, out);
   EXPECT_EQ(shmOf(recv).pulls(), 0u);
   EXPECT_EQ(shmOf(send).pulls(), 0u);
-  EXPECT_NE(recv->describe().find("TIDAL_SHM_PULL_BYTES=0 here"), std::string::npos)
+  EXPECT_NE(recv->describe().find("TIDAL_SHM_PULL_BYTES=0 and TIDAL_SHM_P2P_PULL_BYTES=0 here"),
+            std::string::npos)
       << recv->describe();
+}
+
+// With the defaults (TIDAL_SHM_PULL_BYTES=0, TIDAL_SHM_P2P_PULL_BYTES=16384)
+// a Send/Recv payload piece of 16 KiB or more is pulled when its sender says
+// so, goes inline behind a header when it does not, and any other transfer
+// (a collective's) crosses the ring unframed, all on one connection in one
+// stream: each arrives intact, and only the chosen ones are pulled.
+TEST(ShmPull, PayloadPiecesArePulledAtTheSendersChoiceAndOtherTransfersAreNot) {
+  ScopedEnv pull("TIDAL_SHM_PULL_BYTES", "0");
+  ScopedEnv payloadPull("TIDAL_SHM_P2P_PULL_BYTES", "16384");
+  auto t0 = createTransport("shm", {0, 2, secretOf(3)});
+  auto t1 = createTransport("shm", {1, 2, secretOf(3)});
+  const ConnectHandle h1 = t1->listen();
+  t0->listen();
+  auto send = t0->connectSend(1, h1, deadlineIn(10000ms));
+  auto recv = t1->acceptRecv(0, deadlineIn(10000ms));
+  EXPECT_NE(recv->describe().find("pulls Send/Recv pieces of 16384 bytes and more"),
+            std::string::npos)
+      << recv->describe();
+  struct Case {
+    size_t bytes;
+    bool payload;
+    bool singleCopy;
+    uint64_t pullsAfter;
+  };
+  const Case cases[] = {{256 << 10, true, true, 1},    // pulled
+                        {256 << 10, true, false, 1},   // framed, inline
+                        {256 << 10, false, false, 1},  // a collective's: unframed
+                        {16384, true, true, 2},        // the threshold itself: pulled
+                        {16383, true, true, 2},        // below it: unframed, inline
+                        {100, false, false, 2},       {1 << 20, true, true, 3}};
+  int seed = 1;
+  for (const Case& c : cases) {
+    std::vector<uint8_t> out = pattern(c.bytes, seed++), in(c.bytes);
+    if (c.payload) {
+      send->postPayload(out.data(), out.size(), c.singleCopy);
+      recv->postPayload(in.data(), in.size(), false);
+    } else {
+      send->post(out.data(), out.size());
+      recv->post(in.data(), in.size());
+    }
+    drain(*send, *recv);
+    EXPECT_EQ(in, out) << c.bytes << " bytes, payload " << c.payload;
+    EXPECT_EQ(shmOf(send).pulls(), c.pullsAfter) << c.bytes << " bytes";
+    EXPECT_EQ(shmOf(recv).pulls(), c.pullsAfter) << c.bytes << " bytes";
+  }
 }
 
 TEST(ShmPull, ANegativeThresholdIsRefusedByName) {

@@ -77,12 +77,12 @@ Socket rawConnect(const ConnectHandle& h) {
 }
 
 // An shm hello by hand, in shm_transport.cc's format: the wire.h header, the
-// secret, then version 5, from rank, to rank, slots, slot bytes.
+// secret, then version 6, from rank, to rank, slots, slot bytes.
 std::vector<uint8_t> shmHello(const Secret& secret, int from, int to) {
   std::vector<uint8_t> body;
   wire::Writer w(body);
   w.bytes(secret.data(), secret.size());
-  w.u16(5);
+  w.u16(6);
   w.u32(static_cast<uint32_t>(from));
   w.u32(static_cast<uint32_t>(to));
   w.u32(8);

@@ -37,6 +37,7 @@ ShmConnection::ShmConnection(int selfRank, int peer, Direction direction, Parts 
       capacity_(control_->slots * control_->slotBytes),
       step_(control_->slotBytes),
       pullMinBytes_(control_->pullMinBytes),
+      payloadPullMinBytes_(control_->payloadPullMinBytes),
       description_(std::move(description)) {
   // A connection starts on a fresh segment; the counters start where the
   // segment says (zero), whichever side we are.
@@ -52,10 +53,12 @@ ShmConnection::~ShmConnection() {
 void ShmConnection::probePull() {
   uint32_t state = kPullNo;
   std::string how;
-  if (pullMinBytes_ == 0) {
-    how = "copies through the ring (the sender set TIDAL_SHM_PULL_BYTES=0)";
+  if (pullMinBytes_ == 0 && payloadPullMinBytes_ == 0) {
+    how =
+        "copies through the ring (the sender set TIDAL_SHM_PULL_BYTES=0 and "
+        "TIDAL_SHM_P2P_PULL_BYTES=0)";
   } else if (!parts_.mayPull) {
-    how = "copies through the ring (TIDAL_SHM_PULL_BYTES=0 here)";
+    how = "copies through the ring (TIDAL_SHM_PULL_BYTES=0 and TIDAL_SHM_P2P_PULL_BYTES=0 here)";
   } else {
     uint64_t seen = 0;
     iovec local{&seen, sizeof seen};
@@ -65,8 +68,13 @@ void ShmConnection::probePull() {
         parts_.peerPid > 0 ? ::process_vm_readv(parts_.peerPid, &local, 1, &remote, 1, 0) : -1;
     if (n == static_cast<ssize_t>(sizeof seen) && seen == control_->probeValue) {
       state = kPullYes;
-      how = fmt::format("pulls transfers of {} bytes and more from the sender's memory",
-                        pullMinBytes_);
+      how = pullMinBytes_ != 0
+                ? fmt::format("pulls transfers of {} bytes and more from the sender's memory",
+                              pullMinBytes_)
+                : fmt::format(
+                      "pulls Send/Recv pieces of {} bytes and more (of messages below 2 MiB) "
+                      "from the sender's memory",
+                      payloadPullMinBytes_);
     } else {
       how = fmt::format(
           "copies through the ring (reading the sender's memory, pid {}, {}: single-copy "
@@ -84,6 +92,17 @@ void ShmConnection::post(void* data, size_t bytes) {
   p.framed = framed(bytes);
   queue_.push_back(p);
   popFinished();  // zero-byte transfers complete at once, but only in order
+}
+
+void ShmConnection::postPayload(void* data, size_t bytes, bool singleCopy) {
+  ++posted_;
+  Piece p{static_cast<char*>(data), bytes};
+  // Framed by size on both sides; pulled at the sender's choice (its header
+  // says which), or as any transfer past TIDAL_SHM_PULL_BYTES.
+  p.framed = payloadFramed(bytes);
+  p.pullWanted = singleCopy || framed(bytes);
+  queue_.push_back(p);
+  popFinished();
 }
 
 void ShmConnection::postReduce(void* dst, const void* local, size_t bytes,
@@ -129,7 +148,8 @@ size_t ShmConnection::retirePulled() {
 }
 
 void ShmConnection::writeHeader(Piece& p) {
-  const bool pull = control_->pullAllowed.load(std::memory_order_acquire) == kPullYes;
+  const bool pull =
+      p.pullWanted && control_->pullAllowed.load(std::memory_order_acquire) == kPullYes;
   TransferHeader h{};
   h.mode = pull ? TransferHeader::kPull : TransferHeader::kInline;
   h.address = reinterpret_cast<uintptr_t>(p.data);

@@ -68,6 +68,7 @@ class ShmConnection final : public Connection {
 
   int peer() const override { return peer_; }
   void post(void* data, size_t bytes) override;
+  void postPayload(void* data, size_t bytes, bool singleCopy) override;
   bool canReduceOnArrival() const override { return direction_ == Direction::Recv; }
   void postReduce(void* dst, const void* local, size_t bytes,
                   const ArrivalReducer& reducer) override;
@@ -89,8 +90,9 @@ class ShmConnection final : public Connection {
     // Receives that reduce: data[i] = local[i] OP incoming[i] (reducer set).
     const char* local = nullptr;
     const ArrivalReducer* reducer = nullptr;
-    bool started = false;  // its start has been aligned in the stream
-    bool framed = false;   // at least pullMinBytes: a TransferHeader leads it
+    bool started = false;    // its start has been aligned in the stream
+    bool framed = false;     // a TransferHeader leads it (framed() or payloadFramed())
+    bool pullWanted = true;  // sender: pull it when the receiver may (else inline)
     // Pulled: the sender waits for pullsDone to reach `number`; the receiver
     // reads from `remote` in the sender's process.
     bool pulling = false;
@@ -120,6 +122,10 @@ class ShmConnection final : public Connection {
   void popFinished();
   // Whether a transfer of `bytes` carries a TransferHeader.
   bool framed(size_t bytes) const { return pullMinBytes_ != 0 && bytes >= pullMinBytes_; }
+  // Whether a Send/Recv payload piece of `bytes` carries one.
+  bool payloadFramed(size_t bytes) const {
+    return framed(bytes) || (payloadPullMinBytes_ != 0 && bytes >= payloadPullMinBytes_);
+  }
   // Wakes the other side if it said it sleeps.
   void wakePeer();
   // True when the ring lets the queued work advance right now.
@@ -136,8 +142,10 @@ class ShmConnection final : public Connection {
   char* ring_;
   uint64_t capacity_;
   uint64_t step_;
-  // The segment's pullMinBytes (written once by the sender before sharing).
+  // The segment's pullMinBytes and payloadPullMinBytes (written once by the
+  // sender before sharing).
   uint64_t pullMinBytes_;
+  uint64_t payloadPullMinBytes_;
   std::string description_;
 
   std::deque<Piece> queue_;

@@ -10,7 +10,8 @@
 // publishes `head`, so the receiver can copy out a large transfer while the
 // sender is still copying it in.
 //
-// Large transfers (at least `pullMinBytes`) start with a 64-byte
+// Large transfers (at least `pullMinBytes`, or Send/Recv payload pieces of at
+// least `payloadPullMinBytes`) start with a 64-byte
 // TransferHeader. It says whether the bytes follow in the ring (inline) or
 // stay in the sender's buffer for the receiver to read straight out of the
 // sender's address space with process_vm_readv (pull): one copy from buffer
@@ -37,6 +38,9 @@ struct alignas(128) RingControl {
   uint64_t slotBytes;
   // Transfers of at least this many bytes carry a TransferHeader; 0: none.
   uint64_t pullMinBytes;
+  // Send/Recv payload pieces (Connection::postPayload) of at least this many
+  // bytes carry one too, whatever pullMinBytes says; 0: none.
+  uint64_t payloadPullMinBytes;
   // Where the receiver proves it can read the sender's memory: the 8 bytes
   // at probeAddress in the sender's process hold probeValue (random).
   uint64_t probeAddress;

@@ -27,7 +27,7 @@ namespace {
 // 3: the sender restarts at the ring's beginning when the ring is empty;
 // 4: the hello in wire.h framing on a stream socket, the descriptors after it;
 // 5: transfer headers and pulls (shm_ring.h).
-constexpr uint16_t kHelloVersion = 5;
+constexpr uint16_t kHelloVersion = 6;
 constexpr size_t kHelloFds = 3;  // segment, data-ready, space-ready
 constexpr int64_t kMaxSlots = 1024;
 constexpr int64_t kMinSlotBytes = 4096;
@@ -163,14 +163,20 @@ ShmTransport::ShmTransport(const TransportContext& ctx) : ctx_(ctx) {
   }
   slots_ = static_cast<size_t>(slots);
   slotBytes_ = static_cast<size_t>(slotBytes);
-  const int64_t pullBytes = params::getInt("TIDAL_SHM_PULL_BYTES");
-  if (pullBytes < 0) {
-    fail(tidalInvalidArgument,
-         "rank {}: TIDAL_SHM_PULL_BYTES={} is negative (0 turns pulls off; else the smallest "
-         "transfer a receiver reads straight from the sender's memory)",
-         ctx.rank, pullBytes);
-  }
-  pullMinBytes_ = static_cast<uint64_t>(pullBytes);
+  // A pull threshold: 0 turns that kind of pull off, else the smallest
+  // transfer (or Send/Recv and AllToAll piece) read from the sender's memory.
+  const auto pullThreshold = [&](const char* name) {
+    const int64_t v = params::getInt(name);
+    if (v < 0) {
+      fail(tidalInvalidArgument,
+           "rank {}: {}={} is negative (0 turns these pulls off; else the smallest transfer a "
+           "receiver reads straight from the sender's memory)",
+           ctx.rank, name, v);
+    }
+    return static_cast<uint64_t>(v);
+  };
+  pullMinBytes_ = pullThreshold("TIDAL_SHM_PULL_BYTES");
+  payloadPullMinBytes_ = pullThreshold("TIDAL_SHM_P2P_PULL_BYTES");
   hostKey_ = localHostKey();
 }
 
@@ -254,6 +260,7 @@ std::unique_ptr<Connection> ShmTransport::connectSend(int peer, const ConnectHan
   control->slotBytes = slotBytes_;
   control->restartFrom = ~uint64_t{0};
   control->pullMinBytes = pullMinBytes_;
+  control->payloadPullMinBytes = payloadPullMinBytes_;
   control->probeAddress = reinterpret_cast<uintptr_t>(&probeWord());
   control->probeValue = probeWord();
 
@@ -318,7 +325,7 @@ void ShmTransport::file(AcceptedHello& accepted) {
   parts.dataReady = std::move(r.fds[1]);
   parts.spaceReady = std::move(r.fds[2]);
   parts.peerPid = peerPidOf(accepted.socket.fd());
-  parts.mayPull = pullMinBytes_ != 0;
+  parts.mayPull = pullMinBytes_ != 0 || payloadPullMinBytes_ != 0;
   parts.socket = UniqueFd(accepted.socket.release());
   arrived_.emplace(h.fromRank, std::move(parts));
 }

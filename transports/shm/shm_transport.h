@@ -53,7 +53,8 @@ class ShmTransport final : public Transport {
   TransportContext ctx_;
   size_t slots_;
   size_t slotBytes_;
-  uint64_t pullMinBytes_;  // TIDAL_SHM_PULL_BYTES
+  uint64_t pullMinBytes_;         // TIDAL_SHM_PULL_BYTES
+  uint64_t payloadPullMinBytes_;  // TIDAL_SHM_P2P_PULL_BYTES
   // Same host and network namespace as the listener, or connecting is moot.
   std::string hostKey_;
   std::string socketName_;
