@@ -3,6 +3,8 @@
 // (a checked registry per communicator, registrations.h; windows are
 // registered and deregistered by every rank together, one_sided.h).
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "comm/api_guard.h"
 #include "comm/registrations.h"
@@ -128,8 +130,8 @@ tidalResult_t tidalCommWindowRegister(tidalComm_t comm, void* buff, size_t size,
     r.kind = cuda::classify(buff).kind;
     r.window = true;
     // Collective: every rank's part, for tidalPutSignal (one_sided.h).
-    r.spans =
-        comm->impl->registerWindow(buff, size, r.kind == MemoryKind::Cuda, winFlags, &r.number);
+    r.spans = std::make_shared<const std::vector<WindowSpan>>(
+        comm->impl->registerWindow(buff, size, r.kind == MemoryKind::Cuda, winFlags, &r.number));
     *win = static_cast<tidalWindow_t>(comm->registrations.add(r));
   });
 }

@@ -95,7 +95,7 @@ tidalResult_t tidalPutSignal(const void* localbuff, size_t count, tidalDataType_
            "memory only",
            where(comm, fn), localbuff);
     }
-    c.putSignal(localbuff, bytes, peer, r->spans, peerWinOffset);
+    c.putSignal(localbuff, bytes, peer, *r->spans, peerWinOffset);
   });
 }
 

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -32,9 +33,10 @@ struct Registration {
   MemoryKind kind = MemoryKind::Host;
   bool window = false;  // from tidalCommWindowRegister, not tidalCommRegister
   // Windows only: registered every rank together, the number-th of the
-  // communicator; spans[r] is rank r's part (one_sided.h).
+  // communicator; (*spans)[r] is rank r's part (one_sided.h). Shared, so that
+  // find()'s copy on every tidalPutSignal allocates nothing.
   uint64_t number = 0;
-  std::vector<WindowSpan> spans;
+  std::shared_ptr<const std::vector<WindowSpan>> spans;
 };
 
 class Registrations {

@@ -73,7 +73,7 @@ void ShmConnection::probePull() {
                               pullMinBytes_)
                 : fmt::format(
                       "pulls Send/Recv pieces of {} bytes and more (of messages below 2 MiB) "
-                      "from the sender's memory",
+                      "and AllToAll pieces of that size from the sender's memory",
                       payloadPullMinBytes_);
     } else {
       how = fmt::format(
