@@ -4,7 +4,7 @@
 // receive from A, on one communicator. Our connections keep post order per
 // peer and direction, so keeping each rank's posting order per peer is all
 // the matching needs. Because the counts of a pair are the two users' to get
-// right, each Send is preceded by a 64-byte header (a CallSignature of kind
+// right, each Send is preceded by a 56-byte header (a CallSignature of kind
 // Send): the receiver refuses a message longer than its receive (a
 // truncation is an error naming both counts), takes a shorter one as it is,
 // refuses another datatype when checking calls, and names a collective whose

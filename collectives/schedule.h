@@ -118,7 +118,7 @@ struct RecvOp {
   size_t sizeLimit = kNoLimit;
   int64_t sizedBy = -1;
   size_t messageOffset = 0;
-  // A point-to-point message announces itself with a 64-byte header (a
+  // A point-to-point message announces itself with a 56-byte header (a
   // CallSignature of kind Send, engine/call_signature.h) instead of a bare
   // size: the count and datatype, checked against `headerType` unless that
   // is -1, and, for a message of at most 16 bytes, the message itself, which
@@ -305,7 +305,7 @@ bool p2pInlined(const P2pFraming& framing, size_t bytes);
 // One Send or Recv with another rank, as p2pGroup would build it, but naming
 // the caller's buffer as the run's send (Send) or receive (Recv) buffer, so
 // that the schedule depends only on (kind, peer, bytes, type) and can be
-// kept. A Send's header is read from `header` (a 64-byte CallSignature),
+// kept. A Send's header is read from `header` (a 56-byte CallSignature),
 // which must hold the message's header when the schedule runs; a Recv that
 // checks (framing.checkTypes) reads its expected message number from
 // `recvNumber` when it runs.

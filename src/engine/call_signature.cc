@@ -41,7 +41,7 @@ CallSignature CallSignature::sendHeader(uint64_t count, tidalDataType_t type, ui
   CallSignature s = make(CallKind::Send, number, count, type, kNone, kNone);
   if (inlined && inlineBytes > 0 && inlineBytes <= kInlineCapacity) {
     std::memcpy(s.inlineData, inlined, inlineBytes);
-    s.inlineBytes = static_cast<uint32_t>(inlineBytes);
+    s.inlineBytes = static_cast<uint8_t>(inlineBytes);
   }
   return s;
 }

@@ -57,19 +57,20 @@ struct CallSignature {
   uint64_t seq = 0;    // checked collectives called on this communicator before this one
                        // (shown 1-based: "call #1" is the first)
   uint64_t count = 0;  // elements, as the collective's count argument means them
-  uint32_t kind = 0;   // CallKind
-  int32_t type = kNone;
   int32_t op = kNone;
   int32_t root = kNone;
+  int16_t type = kNone;
+  uint8_t kind = 0;  // CallKind
+  // Where the caller's buffers are: 0 host memory, 1 device (CUDA) memory.
+  // Part of the call: every rank of a collective must pass the same kind
+  // (a device rank's connections cut transfers into staged pieces).
+  uint8_t memory = 0;
   // Not part of the call: the sender's first data transfer on this link,
   // carried here when it is small and ready at the start (inlineBytes > 0),
   // so that a small collective moves one transfer per link, as it would
   // unchecked, and its data arrives with the record it is checked against.
-  uint32_t inlineBytes = 0;
-  // Where the caller's buffers are: 0 host memory, 1 device (CUDA) memory.
-  // Part of the call: every rank of a collective must pass the same kind
-  // (a device rank's connections cut transfers into staged pieces).
-  uint32_t memory = 0;
+  uint8_t inlineBytes = 0;
+  uint8_t reserved[3] = {};
   static constexpr size_t kInlineCapacity = 16;
   unsigned char inlineData[kInlineCapacity] = {};
 
@@ -78,8 +79,8 @@ struct CallSignature {
     CallSignature s;
     s.seq = seq;
     s.count = count;
-    s.kind = static_cast<uint32_t>(kind);
-    s.type = type;
+    s.kind = static_cast<uint8_t>(kind);
+    s.type = static_cast<int16_t>(type);
     s.op = op;
     s.root = root;
     return s;
@@ -94,8 +95,8 @@ struct CallSignature {
   static CallSignature sendHeader(uint64_t count, tidalDataType_t type, uint64_t number,
                                   const void* inlined, size_t inlineBytes);
 
-  static constexpr uint32_t kHostMemory = 0;
-  static constexpr uint32_t kDeviceMemory = 1;
+  static constexpr uint8_t kHostMemory = 0;
+  static constexpr uint8_t kDeviceMemory = 1;
 
   // "AllReduce(count 200, float32, sum)", with ", device buffers" when they
   // are. The inline data is not described,
@@ -105,9 +106,10 @@ struct CallSignature {
   // empty when the two describe the same call.
   std::string differences(const CallSignature& other) const;
 };
-// One 64-byte transfer: on shm a transfer starts at a 64-byte boundary, so
-// the record and its inline data share one cache line.
-static_assert(sizeof(CallSignature) == 64, "a call signature is 64 bytes on the wire");
+// 56 bytes: on shm a transfer of at most 56 bytes travels as one cache-line
+// packet with its sequence stamp (transports/shm/shm_ring.h), so a record and
+// its inline data reach the peer in one cache-line transfer.
+static_assert(sizeof(CallSignature) == 56, "a call signature is 56 bytes on the wire");
 
 // One checked call as the engine runs it. A collective with a root also
 // exchanges signatures around the ring (each rank sends to ringNext and

@@ -276,7 +276,7 @@ class Engine::Run {
       if (l.rides >= 0) {
         const auto& op = s_.sends[static_cast<size_t>(l.rides)];
         std::memcpy(l.record->inlineData, resolve(op.src), op.bytes);
-        l.record->inlineBytes = static_cast<uint32_t>(op.bytes);
+        l.record->inlineBytes = static_cast<uint8_t>(op.bytes);
       }
       l.seq = l.link->posted();
       l.link->post(l.record, sizeof(CallSignature));

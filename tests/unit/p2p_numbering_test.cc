@@ -92,19 +92,20 @@ TEST(P2pNumbering, AGroupCarriesEachMessagesNumber) {
                                   {K::Recv, 0, d.data(), 16, tidalInt32, 0}};
   std::vector<uint64_t> headers;
   const coll::Schedule s = coll::p2pGroup(0, ops, kChecking, headers);
-  // Two headers of 8 words, then one expected number.
-  ASSERT_EQ(headers.size(), 2 * sizeof(CallSignature) / sizeof(uint64_t) + 1);
+  // Two headers, then one expected number.
+  constexpr size_t kWords = sizeof(CallSignature) / sizeof(uint64_t);
+  ASSERT_EQ(headers.size(), 2 * kWords + 1);
   CallSignature first, second;
   std::memcpy(static_cast<void*>(&first), &headers[0], sizeof first);
-  std::memcpy(static_cast<void*>(&second), &headers[8], sizeof second);
+  std::memcpy(static_cast<void*>(&second), &headers[kWords], sizeof second);
   EXPECT_EQ(first.seq, 7u);
   EXPECT_EQ(second.seq, 8u);
-  EXPECT_EQ(headers[16], 2u);
+  EXPECT_EQ(headers[2 * kWords], 2u);
   int numbered = 0;
   for (const auto& r : s.recvs) {
     if (!r.numbered) continue;
     ++numbered;
-    EXPECT_EQ(reinterpret_cast<const uint64_t*>(r.numberAt.offset), &headers[16]);
+    EXPECT_EQ(reinterpret_cast<const uint64_t*>(r.numberAt.offset), &headers[2 * kWords]);
   }
   EXPECT_EQ(numbered, 1);
 }

@@ -77,12 +77,12 @@ Socket rawConnect(const ConnectHandle& h) {
 }
 
 // An shm hello by hand, in shm_transport.cc's format: the wire.h header, the
-// secret, then version 6, from rank, to rank, slots, slot bytes.
+// secret, then version 7, from rank, to rank, slots, slot bytes.
 std::vector<uint8_t> shmHello(const Secret& secret, int from, int to) {
   std::vector<uint8_t> body;
   wire::Writer w(body);
   w.bytes(secret.data(), secret.size());
-  w.u16(6);
+  w.u16(7);
   w.u32(static_cast<uint32_t>(from));
   w.u32(static_cast<uint32_t>(to));
   w.u32(8);
@@ -151,6 +151,44 @@ TEST(ShmTransport, ManySmallTransfersWrapTheRing) {
   }
   drain(*p.send, *p.recv);
   for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], in[i]) << "transfer " << i;
+}
+
+// Transfers of 1 to 56 bytes travel as packets, each in a cache line of its
+// own: the sender fills every line of the packet area and then waits until
+// the receiver has taken some, while a 57-byte transfer between them still
+// goes through the ring in its place in the order. A receive that expects
+// another size than the packet holds is refused, naming both.
+TEST(ShmTransport, SmallTransfersTravelAsPacketsWithinTheirArea) {
+  ShmPair p;
+  constexpr size_t kSent = 3 * shm::kPackets + 5;
+  std::vector<std::vector<uint8_t>> out, in;
+  for (size_t i = 0; i < kSent; ++i) {
+    const size_t n = i == 10 ? shm::kPacketPayload + 1 : 1 + i % shm::kPacketPayload;
+    out.push_back(pattern(n, static_cast<uint8_t>(i * 7 + 1)));
+    in.emplace_back(n, 0);
+    p.send->post(out[i].data(), n);
+  }
+  for (int i = 0; i < 10; ++i) p.send->progress();
+  // Every line holds a packet no one has read, and the ring transfer queued
+  // among them is written too: one more than the area holds.
+  EXPECT_EQ(p.send->completed(), shm::kPackets + 1);
+  for (size_t i = 0; i < kSent; ++i) p.recv->post(in[i].data(), in[i].size());
+  drain(*p.send, *p.recv);
+  for (size_t i = 0; i < kSent; ++i) ASSERT_EQ(out[i], in[i]) << "transfer " << i;
+
+  uint64_t word = 42;
+  std::vector<uint8_t> wrong(16);
+  p.send->post(&word, sizeof word);
+  p.recv->post(wrong.data(), wrong.size());
+  p.send->progress();
+  try {
+    for (int i = 0; i < 100; ++i) p.recv->progress();
+    FAIL() << "a 16-byte receive took an 8-byte packet";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("holds 8 bytes where this receive expects 16"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // Receives that reduce on arrival, mixed with plain transfers of odd sizes

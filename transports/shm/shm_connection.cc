@@ -33,7 +33,8 @@ ShmConnection::ShmConnection(int selfRank, int peer, Direction direction, Parts 
       direction_(direction),
       parts_(std::move(parts)),
       control_(reinterpret_cast<RingControl*>(parts_.segment.data())),
-      ring_(parts_.segment.data() + kControlBytes),
+      packets_(parts_.segment.data() + kControlBytes),
+      ring_(packets_ + kPacketAreaBytes),
       capacity_(control_->slots * control_->slotBytes),
       step_(control_->slotBytes),
       pullMinBytes_(control_->pullMinBytes),
@@ -90,6 +91,7 @@ void ShmConnection::post(void* data, size_t bytes) {
   ++posted_;
   Piece p{static_cast<char*>(data), bytes};
   p.framed = framed(bytes);
+  p.packet = isPacket(p);
   queue_.push_back(p);
   popFinished();  // zero-byte transfers complete at once, but only in order
 }
@@ -101,6 +103,7 @@ void ShmConnection::postPayload(void* data, size_t bytes, bool singleCopy) {
   // says which), or as any transfer past TIDAL_SHM_PULL_BYTES.
   p.framed = payloadFramed(bytes);
   p.pullWanted = singleCopy || framed(bytes);
+  p.packet = isPacket(p);
   queue_.push_back(p);
   popFinished();
 }
@@ -110,6 +113,7 @@ void ShmConnection::postReduce(void* dst, const void* local, size_t bytes,
   ++posted_;
   Piece p{static_cast<char*>(dst), bytes, static_cast<const char*>(local), &reducer};
   p.framed = framed(bytes);
+  p.packet = isPacket(p);
   queue_.push_back(p);
   popFinished();
 }
@@ -174,6 +178,14 @@ size_t ShmConnection::moveSend() {
       ++written_;
       continue;
     }
+    if (p.packet) {
+      const size_t n = p.left;
+      if (!writePacket(p)) break;
+      moved += n;
+      ++written_;
+      popFinished();
+      continue;
+    }
     if (!p.started) {
       uint64_t start = alignUp(mine_, kTransferAlign);
       if (start % capacity_ >= kRestartAfter) {
@@ -235,6 +247,13 @@ size_t ShmConnection::moveRecv() {
   size_t moved = 0;
   while (!queue_.empty()) {
     Piece& p = queue_.front();
+    if (p.packet) {
+      const size_t n = p.left;
+      if (!readPacket(p)) break;
+      moved += n;
+      popFinished();
+      continue;
+    }
     if (!p.started) {
       // Where this transfer starts: after the sender's padding, or at the
       // ring's beginning if the sender restarted there. Which one is known
@@ -285,6 +304,44 @@ size_t ShmConnection::moveRecv() {
     popFinished();
   }
   return moved;
+}
+
+bool ShmConnection::writePacket(Piece& p) {
+  if (packetsMine_ - packetsTheirs_ >= kPackets) {
+    packetsTheirs_ = control_->packetsTaken.load(std::memory_order_acquire);
+    if (packetsMine_ - packetsTheirs_ >= kPackets) return false;
+  }
+  Packet& line = packetAt(packetsMine_);
+  std::memcpy(line.payload, p.data, p.left);
+  ++packetsMine_;
+  line.stamp.store(packetStamp(packetsMine_, p.left), std::memory_order_release);
+  p.data += p.left;
+  p.left = 0;
+  return true;
+}
+
+bool ShmConnection::readPacket(Piece& p) {
+  Packet& line = packetAt(packetsMine_);
+  const uint64_t stamp = line.stamp.load(std::memory_order_acquire);
+  const uint64_t number = packetsMine_ + 1;
+  if (stamp >> 8 != number) return false;
+  if ((stamp & 0xff) != p.left) {
+    fail(tidalInternalError,
+         "rank {}: shm connection from rank {}: transfer {} does not match: the sender's packet "
+         "#{} holds {} bytes where this receive expects {}; the two ranks ran different "
+         "schedules",
+         selfRank_, peer_, completed_ + 1, number, stamp & 0xff, p.left);
+  }
+  if (p.reducer) {
+    p.reducer->combine(p.data, p.local, line.payload, p.left);
+  } else {
+    std::memcpy(p.data, line.payload, p.left);
+  }
+  packetsMine_ = number;
+  control_->packetsTaken.store(number, std::memory_order_release);
+  p.data += p.left;
+  p.left = 0;
+  return true;
 }
 
 void ShmConnection::readHeader(Piece& p) {
@@ -377,10 +434,17 @@ bool ShmConnection::canAdvance() const {
     if (front.pulling && control_->pullsDone.load(std::memory_order_acquire) >= front.number) {
       return true;
     }
-    return written_ < queue_.size() &&
-           mine_ - control_->tail.load(std::memory_order_acquire) < capacity_;
+    if (written_ >= queue_.size()) return false;
+    if (queue_[written_].packet) {
+      return packetsMine_ - control_->packetsTaken.load(std::memory_order_acquire) < kPackets;
+    }
+    return mine_ - control_->tail.load(std::memory_order_acquire) < capacity_;
   }
-  return queue_.front().pulling || control_->head.load(std::memory_order_acquire) > mine_;
+  const Piece& front = queue_.front();
+  if (front.packet) {
+    return packetAt(packetsMine_).stamp.load(std::memory_order_acquire) >> 8 == packetsMine_ + 1;
+  }
+  return front.pulling || control_->head.load(std::memory_order_acquire) > mine_;
 }
 
 bool ShmConnection::progress() {

@@ -25,6 +25,10 @@
 // does not wait for that before publishing its next transfers. Elsewhere the
 // header says "inline" and the bytes follow in the ring as before.
 //
+// Packets: a transfer of at most kPacketPayload bytes goes through the
+// packet area instead of the ring (shm_ring.h): one cache line, watched by
+// the receiver, carries the bytes and the stamp that says they are there.
+//
 // Wakeups: a side that cannot proceed (sender: ring full; receiver: ring
 // empty) sets its sleeping flag in addPollFds(), re-reads the ring, and
 // sleeps on its eventfd. The other side publishes, issues a seq_cst fence and
@@ -90,6 +94,7 @@ class ShmConnection final : public Connection {
     // Receives that reduce: data[i] = local[i] OP incoming[i] (reducer set).
     const char* local = nullptr;
     const ArrivalReducer* reducer = nullptr;
+    bool packet = false;     // moves as a packet (isPacket), not through the ring
     bool started = false;    // its start has been aligned in the stream
     bool framed = false;     // a TransferHeader leads it (framed() or payloadFramed())
     bool pullWanted = true;  // sender: pull it when the receiver may (else inline)
@@ -122,6 +127,19 @@ class ShmConnection final : public Connection {
   void popFinished();
   // Whether a transfer of `bytes` carries a TransferHeader.
   bool framed(size_t bytes) const { return pullMinBytes_ != 0 && bytes >= pullMinBytes_; }
+  // Whether a transfer goes as a packet: small, and not framed (a framed
+  // transfer is far larger; the check keeps the two kinds apart whatever
+  // TIDAL_SHM_PULL_BYTES says).
+  static bool isPacket(const Piece& p) {
+    return !p.framed && p.left > 0 && p.left <= kPacketPayload;
+  }
+  Packet& packetAt(uint64_t index) const {
+    return reinterpret_cast<Packet*>(packets_)[index % kPackets];
+  }
+  // Sender: writes p as the next packet; false while every line is unread.
+  bool writePacket(Piece& p);
+  // Receiver: takes the next packet into p; false until it has arrived.
+  bool readPacket(Piece& p);
   // Whether a Send/Recv payload piece of `bytes` carries one.
   bool payloadFramed(size_t bytes) const {
     return framed(bytes) || (payloadPullMinBytes_ != 0 && bytes >= payloadPullMinBytes_);
@@ -139,6 +157,7 @@ class ShmConnection final : public Connection {
   Direction direction_;
   Parts parts_;
   RingControl* control_;
+  char* packets_;
   char* ring_;
   uint64_t capacity_;
   uint64_t step_;
@@ -164,6 +183,10 @@ class ShmConnection final : public Connection {
   // last value seen of the other side's, re-read only when ours says stop.
   uint64_t mine_ = 0;
   uint64_t theirs_ = 0;
+  // Packets written (sender) or taken (receiver), and the sender's last look
+  // at packetsTaken, re-read only when every line seems to be in use.
+  uint64_t packetsMine_ = 0;
+  uint64_t packetsTheirs_ = 0;
   // Set by addPollFds when it raised our sleeping flag.
   mutable bool asleep_ = false;
   Clock::time_point lastPeerCheck_{};

@@ -1,5 +1,18 @@
-// The layout of one shm connection's segment: a control page, then a byte
-// ring of `slots x slotBytes`.
+// The layout of one shm connection's segment: a control page, the packet
+// area (kPackets cache lines), then a byte ring of `slots x slotBytes`.
+//
+// Packets: a transfer of 1 to kPacketPayload bytes (a call signature with its
+// inline data, a small message's header) does not go through the byte ring.
+// It takes the next of kPackets 64-byte lines, its bytes first and then, in
+// the line's last 8 bytes, a stamp: the packet's number (from 1) and length.
+// The receiver watches that one line, so a small transfer reaches it in one
+// cache-line transfer; through the ring it takes two (the head counter's
+// line, then the data's). A stamp is only ever written by the packet that
+// owns the line, so a stale line (zero, or a number kPackets back) can never
+// pass for the expected one. Both sides tell a packet from a ring transfer by
+// its size, which they agree on (transport.h). The receiver counts the
+// packets it has taken in `packetsTaken`; the sender reuses a line only once
+// that count says it was read.
 //
 // The ring is single-producer single-consumer. `head` counts bytes the sender
 // has published, `tail` bytes the receiver has consumed; both only grow (64
@@ -31,6 +44,22 @@ namespace tidal::shm {
 inline constexpr uint64_t kSegmentMagic = 0x54444c53484d3031ull;  // "TDLSHM01"
 inline constexpr size_t kControlBytes = 4096;                     // data starts page aligned
 
+// Packets (above): 128 lines, two pages, so that back-to-back small
+// transfers cycle through the same few cache lines.
+inline constexpr size_t kPacketBytes = 64;
+inline constexpr size_t kPacketPayload = kPacketBytes - sizeof(uint64_t);
+inline constexpr size_t kPackets = 128;
+inline constexpr size_t kPacketAreaBytes = kPackets * kPacketBytes;
+
+struct alignas(kPacketBytes) Packet {
+  unsigned char payload[kPacketPayload];
+  // (number << 8) | length, stored (release) after the payload.
+  std::atomic<uint64_t> stamp;
+};
+static_assert(sizeof(Packet) == kPacketBytes);
+
+inline uint64_t packetStamp(uint64_t number, size_t bytes) { return number << 8 | bytes; }
+
 struct alignas(128) RingControl {
   // Written once by the sender before the segment is shared.
   alignas(128) uint64_t magic;
@@ -56,6 +85,8 @@ struct alignas(128) RingControl {
   alignas(128) std::atomic<uint64_t> tail;
   // Pulled transfers the receiver has finished reading, on tail's line.
   std::atomic<uint64_t> pullsDone;
+  // Packets the receiver has taken (read and done with), on tail's line.
+  std::atomic<uint64_t> packetsTaken;
   // Set once by the receiver after its probe: kPullUnknown until then.
   std::atomic<uint32_t> pullAllowed;
   // Set by a sender that gives up (abort, close): its buffers may change
@@ -86,7 +117,7 @@ struct TransferHeader {
 static_assert(sizeof(TransferHeader) == 64);
 
 inline size_t segmentBytes(size_t slots, size_t slotBytes) {
-  return kControlBytes + slots * slotBytes;
+  return kControlBytes + kPacketAreaBytes + slots * slotBytes;
 }
 
 }  // namespace tidal::shm
