@@ -153,25 +153,36 @@ TEST(ShmTransport, ManySmallTransfersWrapTheRing) {
   for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], in[i]) << "transfer " << i;
 }
 
-// Transfers of 1 to 56 bytes travel as packets, each in a cache line of its
-// own: the sender fills every line of the packet area and then waits until
-// the receiver has taken some, while a 57-byte transfer between them still
-// goes through the ring in its place in the order. A receive that expects
-// another size than the packet holds is refused, naming both.
+// Transfers of 1 to 224 bytes travel as packets of one to four cache lines:
+// the sender fills the packet area's lines and then waits until the
+// receiver has taken some, while a 225-byte transfer between them still goes
+// through the ring in its place in the order. A receive that expects another
+// size than the packet holds is refused, naming both.
 TEST(ShmTransport, SmallTransfersTravelAsPacketsWithinTheirArea) {
   ShmPair p;
   constexpr size_t kSent = 3 * shm::kPackets + 5;
   std::vector<std::vector<uint8_t>> out, in;
+  size_t linesUsed = 0, fit = 0;
+  bool full = false;
   for (size_t i = 0; i < kSent; ++i) {
-    const size_t n = i == 10 ? shm::kPacketPayload + 1 : 1 + i % shm::kPacketPayload;
+    const bool ring = i == 10;
+    const size_t n = ring ? shm::kMaxPacketBytes + 1 : 1 + (i * 37) % shm::kMaxPacketBytes;
     out.push_back(pattern(n, static_cast<uint8_t>(i * 7 + 1)));
     in.emplace_back(n, 0);
     p.send->post(out[i].data(), n);
+    const size_t lines = ring ? 0 : (n + shm::kLineBytes - 1) / shm::kLineBytes;
+    if (!full && linesUsed + lines <= shm::kPackets) {
+      linesUsed += lines;
+      ++fit;
+    } else {
+      full = true;
+    }
   }
   for (int i = 0; i < 10; ++i) p.send->progress();
-  // Every line holds a packet no one has read, and the ring transfer queued
-  // among them is written too: one more than the area holds.
-  EXPECT_EQ(p.send->completed(), shm::kPackets + 1);
+  // What fits in the area's lines, the ring transfer among it included, is
+  // written; the first packet that does not fit waits, and everything after it.
+  EXPECT_EQ(p.send->completed(), fit);
+  EXPECT_GT(linesUsed, shm::kPackets - shm::kMaxPacketLines);
   for (size_t i = 0; i < kSent; ++i) p.recv->post(in[i].data(), in[i].size());
   drain(*p.send, *p.recv);
   for (size_t i = 0; i < kSent; ++i) ASSERT_EQ(out[i], in[i]) << "transfer " << i;
@@ -185,7 +196,7 @@ TEST(ShmTransport, SmallTransfersTravelAsPacketsWithinTheirArea) {
     for (int i = 0; i < 100; ++i) p.recv->progress();
     FAIL() << "a 16-byte receive took an 8-byte packet";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("holds 8 bytes where this receive expects 16"),
+    EXPECT_NE(std::string(e.what()).find("holds 8 bytes where this receive of 16 bytes expects 16"),
               std::string::npos)
         << e.what();
   }

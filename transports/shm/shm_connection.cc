@@ -307,40 +307,66 @@ size_t ShmConnection::moveRecv() {
 }
 
 bool ShmConnection::writePacket(Piece& p) {
-  if (packetsMine_ - packetsTheirs_ >= kPackets) {
+  const size_t lines = linesOf(p.left);
+  if (packetsMine_ + lines - packetsTheirs_ > kPackets) {
     packetsTheirs_ = control_->packetsTaken.load(std::memory_order_acquire);
-    if (packetsMine_ - packetsTheirs_ >= kPackets) return false;
+    if (packetsMine_ + lines - packetsTheirs_ > kPackets) return false;
   }
-  Packet& line = packetAt(packetsMine_);
-  std::memcpy(line.payload, p.data, p.left);
-  ++packetsMine_;
-  line.stamp.store(packetStamp(packetsMine_, p.left), std::memory_order_release);
-  p.data += p.left;
-  p.left = 0;
+  for (size_t i = 0; i < lines; ++i) {
+    Packet& line = packetAt(packetsMine_);
+    const size_t n = std::min(p.left, kLineBytes);
+    std::memcpy(line.payload, p.data, n);
+    ++packetsMine_;
+    line.stamp.store(packetsMine_ << 8 | n, std::memory_order_release);
+    p.data += n;
+    p.left -= n;
+  }
+  return true;
+}
+
+bool ShmConnection::packetArrived(size_t bytes) const {
+  // Every line is loaded before any is judged, so that the misses of a
+  // transfer's lines overlap instead of following one another; the acquire
+  // fence after the loads orders the payload reads behind all of them.
+  const size_t lines = linesOf(bytes);
+  uint64_t stamps[kMaxPacketLines];
+  for (size_t i = 0; i < lines; ++i) {
+    stamps[i] = packetAt(packetsMine_ + i).stamp.load(std::memory_order_relaxed);
+  }
+  for (size_t i = 0; i < lines; ++i) {
+    if (stamps[i] >> 8 != packetsMine_ + i + 1) return false;
+  }
+  std::atomic_thread_fence(std::memory_order_acquire);
+  for (size_t i = 0; i < lines; ++i) {
+    const size_t expected = std::min(bytes - i * kLineBytes, kLineBytes);
+    if ((stamps[i] & 0xff) != expected) {
+      fail(tidalInternalError,
+           "rank {}: shm connection from rank {}: transfer {} does not match: the sender's "
+           "packet line #{} holds {} bytes where this receive of {} bytes expects {} there; the "
+           "two ranks ran different schedules",
+           selfRank_, peer_, completed_ + 1, packetsMine_ + i + 1, stamps[i] & 0xff, bytes,
+           expected);
+    }
+  }
   return true;
 }
 
 bool ShmConnection::readPacket(Piece& p) {
-  Packet& line = packetAt(packetsMine_);
-  const uint64_t stamp = line.stamp.load(std::memory_order_acquire);
-  const uint64_t number = packetsMine_ + 1;
-  if (stamp >> 8 != number) return false;
-  if ((stamp & 0xff) != p.left) {
-    fail(tidalInternalError,
-         "rank {}: shm connection from rank {}: transfer {} does not match: the sender's packet "
-         "#{} holds {} bytes where this receive expects {}; the two ranks ran different "
-         "schedules",
-         selfRank_, peer_, completed_ + 1, number, stamp & 0xff, p.left);
+  if (!packetArrived(p.left)) return false;
+  while (p.left > 0) {
+    const Packet& line = packetAt(packetsMine_);
+    const size_t n = std::min(p.left, kLineBytes);
+    if (p.reducer) {
+      p.reducer->combine(p.data, p.local, line.payload, n);
+      p.local += n;
+    } else {
+      std::memcpy(p.data, line.payload, n);
+    }
+    ++packetsMine_;
+    p.data += n;
+    p.left -= n;
   }
-  if (p.reducer) {
-    p.reducer->combine(p.data, p.local, line.payload, p.left);
-  } else {
-    std::memcpy(p.data, line.payload, p.left);
-  }
-  packetsMine_ = number;
-  control_->packetsTaken.store(number, std::memory_order_release);
-  p.data += p.left;
-  p.left = 0;
+  control_->packetsTaken.store(packetsMine_, std::memory_order_release);
   return true;
 }
 
@@ -435,15 +461,15 @@ bool ShmConnection::canAdvance() const {
       return true;
     }
     if (written_ >= queue_.size()) return false;
-    if (queue_[written_].packet) {
-      return packetsMine_ - control_->packetsTaken.load(std::memory_order_acquire) < kPackets;
+    if (const Piece& next = queue_[written_]; next.packet) {
+      return packetsMine_ + linesOf(next.left) -
+                 control_->packetsTaken.load(std::memory_order_acquire) <=
+             kPackets;
     }
     return mine_ - control_->tail.load(std::memory_order_acquire) < capacity_;
   }
   const Piece& front = queue_.front();
-  if (front.packet) {
-    return packetAt(packetsMine_).stamp.load(std::memory_order_acquire) >> 8 == packetsMine_ + 1;
-  }
+  if (front.packet) return packetArrived(front.left);
   return front.pulling || control_->head.load(std::memory_order_acquire) > mine_;
 }
 

@@ -25,9 +25,9 @@
 // does not wait for that before publishing its next transfers. Elsewhere the
 // header says "inline" and the bytes follow in the ring as before.
 //
-// Packets: a transfer of at most kPacketPayload bytes goes through the
-// packet area instead of the ring (shm_ring.h): one cache line, watched by
-// the receiver, carries the bytes and the stamp that says they are there.
+// Packets: a transfer of at most kMaxPacketBytes goes through the packet
+// area instead of the ring (shm_ring.h): a few cache lines, watched by the
+// receiver, carry the bytes and the stamps that say they are there.
 //
 // Wakeups: a side that cannot proceed (sender: ring full; receiver: ring
 // empty) sets its sleeping flag in addPollFds(), re-reads the ring, and
@@ -131,13 +131,17 @@ class ShmConnection final : public Connection {
   // transfer is far larger; the check keeps the two kinds apart whatever
   // TIDAL_SHM_PULL_BYTES says).
   static bool isPacket(const Piece& p) {
-    return !p.framed && p.left > 0 && p.left <= kPacketPayload;
+    return !p.framed && p.left > 0 && p.left <= kMaxPacketBytes;
   }
+  static size_t linesOf(size_t bytes) { return (bytes + kLineBytes - 1) / kLineBytes; }
   Packet& packetAt(uint64_t index) const {
     return reinterpret_cast<Packet*>(packets_)[index % kPackets];
   }
-  // Sender: writes p as the next packet; false while every line is unread.
+  // Sender: writes p as the next packet; false while its lines are unread.
   bool writePacket(Piece& p);
+  // Receiver: whether the packet of `bytes` that starts at the next line has
+  // arrived whole (throws if a line says another size).
+  bool packetArrived(size_t bytes) const;
   // Receiver: takes the next packet into p; false until it has arrived.
   bool readPacket(Piece& p);
   // Whether a Send/Recv payload piece of `bytes` carries one.
@@ -183,8 +187,8 @@ class ShmConnection final : public Connection {
   // last value seen of the other side's, re-read only when ours says stop.
   uint64_t mine_ = 0;
   uint64_t theirs_ = 0;
-  // Packets written (sender) or taken (receiver), and the sender's last look
-  // at packetsTaken, re-read only when every line seems to be in use.
+  // Packet lines written (sender) or taken (receiver), and the sender's last
+  // look at packetsTaken, re-read only when the lines it needs seem in use.
   uint64_t packetsMine_ = 0;
   uint64_t packetsTheirs_ = 0;
   // Set by addPollFds when it raised our sleeping flag.
