@@ -165,10 +165,14 @@ class Engine::Run {
         // The clock is read once per wait, not once per round: a round that
         // moved bytes only marks the time as unknown, and the first idle
         // round after it reads it (a clock read costs as much as a round).
-        if (waited_) {
+        // Only a wait that went to sleep needs the time it ended (endOfWait);
+        // one that ended while spinning, the usual end of a small call's
+        // wait, reads no clock here, where the call's answer is waiting.
+        if (waited_ && sleptAt_) {
           lastMove = Clock::now();
           endOfWait(lastMove);
         } else {
+          if (waited_) endOfWait(Clock::time_point{});
           lastMoveUnknown_ = true;
         }
         continue;
@@ -655,7 +659,7 @@ class Engine::Run {
   // kShortSleep of going to sleep means the peer could run only once we
   // stopped spinning, typically because it shares our core (unbound ranks):
   // spinning then only delays it, so the next waits spin half as long, down
-  // to kMinSpin.
+  // to kMinSpin. `now`, when the wait ended, matters only if it slept.
   void endOfWait(Clock::time_point now) {
     waited_ = false;
     auto& spin = e_.spin_;
