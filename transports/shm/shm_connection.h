@@ -29,8 +29,8 @@
 // area instead of the ring (shm_ring.h): a few cache lines, watched by the
 // receiver, carry the bytes and the stamps that say they are there.
 //
-// Wakeups: a side that cannot proceed (sender: ring full; receiver: ring
-// empty) sets its sleeping flag in addPollFds(), re-reads the ring, and
+// Wakeups: a side that cannot proceed (sender: ring or packet lines full;
+// receiver: nothing arrived) sets its sleeping flag in addPollFds(), re-reads the ring, and
 // sleeps on its eventfd. The other side publishes, issues a seq_cst fence and
 // reads the flag; if it is set it clears it and writes the eventfd. The
 // fences on both sides order "flag store, counter load" against "counter
