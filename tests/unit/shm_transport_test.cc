@@ -202,6 +202,49 @@ TEST(ShmTransport, SmallTransfersTravelAsPacketsWithinTheirArea) {
   }
 }
 
+// A sender whose packet lines are all unread sleeps in poll() (no spinning)
+// and must be woken by the receiver taking them; the receiver, also on its
+// own thread, sleeps whenever nothing has arrived. A lost wakeup on either
+// side shows up as a poll timeout.
+TEST(ShmTransport, ASenderWaitingForPacketLinesIsWoken) {
+  ShmPair p;
+  constexpr int kRounds = 40;
+  constexpr size_t kPerRound = 3 * shm::kPackets;  // three times the lines, one each
+  std::vector<uint64_t> out(kRounds * kPerRound), in(out.size(), 0);
+  std::iota(out.begin(), out.end(), uint64_t{1});
+  const Deadline d = deadlineIn(20000ms);
+  int stallsSend = 0, stallsRecv = 0;
+  std::thread sender([&] {
+    try {
+      for (int r = 0; r < kRounds; ++r) {
+        for (size_t i = 0; i < kPerRound; ++i) {
+          p.send->post(&out[r * kPerRound + i], sizeof(uint64_t));
+        }
+        stallsSend += driveUntilDone(*p.send, d);
+      }
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "sender: " << e.what();
+    }
+  });
+  try {
+    for (int r = 0; r < kRounds; ++r) {
+      // Late, so that the sender has filled every line and gone to sleep.
+      std::this_thread::sleep_for(2ms);
+      for (size_t i = 0; i < kPerRound; ++i) {
+        p.recv->post(&in[r * kPerRound + i], sizeof(uint64_t));
+      }
+      stallsRecv += driveUntilDone(*p.recv, d);
+    }
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "receiver: " << e.what();
+    p.send->abort();
+  }
+  sender.join();
+  EXPECT_EQ(stallsSend, 0);
+  EXPECT_EQ(stallsRecv, 0);
+  EXPECT_EQ(in, out);
+}
+
 // Receives that reduce on arrival, mixed with plain transfers of odd sizes
 // (which leave the stream unaligned), on a ring small enough that reduces
 // wrap around it; both sides on their own thread, sleeping in poll(). Every
