@@ -1,4 +1,4 @@
-// libFuzzer harness: a call signature as it arrives from a peer (64 bytes on
+// libFuzzer harness: a call signature as it arrives from a peer (56 bytes on
 // a data connection), described and compared with this rank's own call the
 // way a mismatch report does. Besides "no crash, no undefined behaviour",
 // it traps when the comparison contradicts itself: a record (with the right

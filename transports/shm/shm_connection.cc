@@ -88,34 +88,32 @@ void ShmConnection::probePull() {
 }
 
 void ShmConnection::post(void* data, size_t bytes) {
-  ++posted_;
   Piece p{static_cast<char*>(data), bytes};
   p.framed = framed(bytes);
-  p.packet = isPacket(p);
-  queue_.push_back(p);
-  popFinished();  // zero-byte transfers complete at once, but only in order
+  enqueue(p);
 }
 
 void ShmConnection::postPayload(void* data, size_t bytes, bool singleCopy) {
-  ++posted_;
   Piece p{static_cast<char*>(data), bytes};
   // Framed by size on both sides; pulled at the sender's choice (its header
   // says which), or as any transfer past TIDAL_SHM_PULL_BYTES.
   p.framed = payloadFramed(bytes);
   p.pullWanted = singleCopy || framed(bytes);
-  p.packet = isPacket(p);
-  queue_.push_back(p);
-  popFinished();
+  enqueue(p);
 }
 
 void ShmConnection::postReduce(void* dst, const void* local, size_t bytes,
                                const ArrivalReducer& reducer) {
-  ++posted_;
   Piece p{static_cast<char*>(dst), bytes, static_cast<const char*>(local), &reducer};
   p.framed = framed(bytes);
+  enqueue(p);
+}
+
+void ShmConnection::enqueue(Piece p) {
+  ++posted_;
   p.packet = isPacket(p);
   queue_.push_back(p);
-  popFinished();
+  popFinished();  // zero-byte transfers complete at once, but only in order
 }
 
 void ShmConnection::popFinished() {

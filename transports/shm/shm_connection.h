@@ -110,6 +110,9 @@ class ShmConnection final : public Connection {
   // ring restarts at its beginning (RingControl::restartFrom).
   static constexpr uint64_t kRestartAfter = 64 * 1024;
 
+  // Queues a piece whose framing post*() decided; whether it is a packet
+  // follows from that and its size.
+  void enqueue(Piece p);
   // Copies what fits; returns bytes moved.
   size_t moveSend();
   size_t moveRecv();

@@ -28,7 +28,7 @@ namespace {
 // 4: the hello in wire.h framing on a stream socket, the descriptors after it;
 // 5: transfer headers and pulls (shm_ring.h);
 // 6: Send/Recv payload pieces pulled at the sender's choice;
-// 7: the packet area for transfers of at most 56 bytes (shm_ring.h).
+// 7: the packet area for transfers of at most 448 bytes (shm_ring.h).
 constexpr uint16_t kHelloVersion = 7;
 constexpr size_t kHelloFds = 3;  // segment, data-ready, space-ready
 constexpr int64_t kMaxSlots = 1024;
