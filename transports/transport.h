@@ -79,6 +79,17 @@ class Connection {
                           const ArrivalReducer& reducer);
   // File descriptors (and events) to sleep on when progress() moved nothing.
   virtual void addPollFds(std::vector<pollfd>& fds) const = 0;
+  // Where the two sides wait, for a busy-polling wait that may have to move:
+  // a rank in a long wait publishes the CPU it spins on (-1 once the wait is
+  // over), and a connection that can see the peer's (shm: in the shared
+  // segment) says whether the peer is waiting on `cpu` now. Two ranks that
+  // busy-poll on one CPU hold each other off until a time slice ends
+  // (Engine, "moving off a shared CPU"). Others know nothing: false.
+  virtual void publishCpu(int cpu) { (void)cpu; }
+  virtual bool peerWaitsOnCpu(int cpu) const {
+    (void)cpu;
+    return false;
+  }
   // Wakes any waiter and makes later calls fail; safe from another thread.
   virtual void abort() = 0;
   // One line for logs, e.g. "tcp 10.0.0.2:4312 x2 sockets".

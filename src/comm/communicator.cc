@@ -50,8 +50,10 @@ EngineOptions engineOptionsFromParams(int rank) {
     fail(tidalInvalidArgument, "rank {}: TIDAL_TIMEOUT={} must be at least 1 second", rank,
          timeout);
   }
-  return {static_cast<size_t>(chunk), static_cast<int>(slots), std::chrono::microseconds(spin),
-          std::chrono::seconds(timeout)};
+  EngineOptions options{static_cast<size_t>(chunk), static_cast<int>(slots),
+                        std::chrono::microseconds(spin), std::chrono::seconds(timeout)};
+  options.moveOffSharedCpu = params::getBool("TIDAL_SPIN_MOVE");
+  return options;
 }
 
 }  // namespace

@@ -157,6 +157,9 @@ const std::vector<Definition>& definitions() {
       {"TIDAL_BUSY_POLL", Kind::String, "auto",
        "How a wait spins: 1 busy-polls (no system call), 0 yields the CPU each round, auto "
        "busy-polls when the host's ranks fit its CPUs."},
+      {"TIDAL_SPIN_MOVE", Kind::Bool, "1",
+       "1: a busy-polling wait whose shm peer waits on the same CPU moves this thread to another "
+       "CPU of its affinity mask (the mask is left as it was); 0: never."},
       // CUDA device buffers.
       {"TIDAL_CUDA_DISABLE", Kind::Bool, "0",
        "1: never use CUDA (no context is created; a non-NULL stream is refused)."},

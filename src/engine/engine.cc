@@ -62,6 +62,14 @@ constexpr auto kShortSleep = std::chrono::microseconds(100);
 constexpr auto kMinSpin = std::chrono::microseconds(50);
 // Idle rounds between clock reads while spinning.
 constexpr unsigned kRoundsPerClockRead = 16;
+// A busy-polling wait this long tells its peers where it spins and looks for
+// one waiting on the same CPU (Run::lookForPeerOnThisCpu): far shorter than
+// what such a pair costs per hop (the spin, 50 us and more), far longer than
+// a hop between ranks on two CPUs, so that short waits never pay for it.
+constexpr auto kSharedCpuCheckAfter = std::chrono::microseconds(20);
+// At most one move per engine in this time, so that a scheduler that keeps
+// putting the ranks back together cannot make every wait a migration.
+constexpr auto kMinCpuMoveInterval = std::chrono::milliseconds(1);
 // A sleep step of a plane whose completions have no descriptor.
 constexpr auto kSleepStep = std::chrono::microseconds(50);
 // After a failure, how long a run waits for its own GPU work (a peer's
@@ -119,6 +127,12 @@ class Engine::Run {
     freeSlots_ = e_.options_.stagingSlots;
     if (check_) noteSignatureLinks();
   }
+
+  // A run that ends (or throws) in a long wait tells its peers it no longer
+  // waits on its CPU.
+  ~Run() { stopPublishingCpu(); }
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
 
   void execute() {
     // The prologue first: a send that rides inside a signature is read when
@@ -662,6 +676,7 @@ class Engine::Run {
   // to kMinSpin. `now`, when the wait ended, matters only if it slept.
   void endOfWait(Clock::time_point now) {
     waited_ = false;
+    stopPublishingCpu();
     auto& spin = e_.spin_;
     if (!sleptAt_) {
       spin = std::min(e_.options_.spin, std::max(spin * 2, kMinSpin));
@@ -686,6 +701,47 @@ class Engine::Run {
     }
   }
 
+  // Tells this run's peers the CPU it spins on and, when one of them waits
+  // on that same CPU, moves this thread to another CPU of its mask (see the
+  // header, "moving off a shared CPU"). Two ranks busy-polling on one CPU
+  // cannot both run: each hop would cost the waiting side's whole spin.
+  // Whichever of the two runs finds the other and moves; the other is not
+  // running then, so they never both move at once.
+  void lookForPeerOnThisCpu(Clock::time_point now) {
+    const int cpu = sched_getcpu();
+    if (cpu < 0) return;
+    publishingCpu_ = true;
+    int sharedWith = -1;
+    for (Connection* c : st_.connections) {
+      c->publishCpu(cpu);
+      if (sharedWith < 0 && c->peerWaitsOnCpu(cpu)) sharedWith = c->peer();
+    }
+    if (sharedWith < 0 || !e_.options_.moveOffSharedCpu ||
+        now - e_.lastCpuMoveTry_ < kMinCpuMoveInterval) {
+      return;
+    }
+    e_.lastCpuMoveTry_ = now;
+    const CpuMove move = moveOffCpu(cpu);
+    if (move.from < 0) return;
+    ++e_.cpuMoves_;
+    e_.lastCpuMove_ = move;
+    for (Connection* c : st_.connections) c->publishCpu(move.to);
+    // The 1st, 2nd, 4th, 8th... move: the log says it happens without
+    // growing with it.
+    if ((e_.cpuMoves_ & (e_.cpuMoves_ - 1)) == 0) {
+      TIDAL_INFO(Coll,
+                 "rank {}: moved off CPU {} to CPU {}, where rank {} waited too (move {} of this "
+                 "communicator; TIDAL_SPIN_MOVE=0 turns moves off)",
+                 e_.rank_, move.from, move.to, sharedWith, e_.cpuMoves_);
+    }
+  }
+
+  void stopPublishingCpu() {
+    if (!publishingCpu_) return;
+    publishingCpu_ = false;
+    for (Connection* c : st_.connections) c->publishCpu(-1);
+  }
+
   void waitForActivity(Clock::time_point& lastMove) {
     // Spinning, the clock is read every kRoundsPerClockRead rounds only.
     if (waited_ && spinning_ && ++idleRounds_ % kRoundsPerClockRead != 0) {
@@ -700,6 +756,7 @@ class Engine::Run {
     }
     spinning_ = now - lastMove < e_.spin_;
     if (spinning_) {
+      if (e_.options_.busyPoll && now - lastMove >= kSharedCpuCheckAfter) lookForPeerOnThisCpu(now);
       spinOnce();
       return;
     }
@@ -779,6 +836,7 @@ class Engine::Run {
   bool waited_ = false;           // waitForActivity ran since the last move
   bool spinning_ = false;         // the last clock read was within the spin
   bool lastMoveUnknown_ = false;  // a round moved since lastMove was read
+  bool publishingCpu_ = false;    // this wait told its peers its CPU
   unsigned idleRounds_ = 0;
   std::optional<Clock::time_point> sleptAt_;  // this wait's first sleep
 };

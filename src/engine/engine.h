@@ -22,10 +22,17 @@
 // adapts: when waits keep ending just after the engine went to sleep (the
 // peer could run only once this rank let go of the core it shares), later
 // waits spin half as long, down to 50 us, and regrow when a wait ends while
-// spinning. A wait in
-// which no byte moves for TIDAL_TIMEOUT seconds fails with tidalTimeout,
-// naming the peers it waited for; abort() from another thread ends it at
-// once.
+// spinning.
+//
+// Moving off a shared CPU: a busy-polling wait that has lasted 20 us
+// publishes the CPU it spins on to its connections, and if a peer it waits
+// for is waiting on that same CPU (shm can see it), this thread moves to
+// another CPU of its affinity mask (cpu_move.h), at most once a millisecond;
+// TIDAL_SPIN_MOVE=0 turns that off.
+//
+// A wait in which no byte moves for TIDAL_TIMEOUT seconds fails with
+// tidalTimeout, naming the peers it waited for; abort() from another thread
+// ends it at once.
 //
 // A run allocates nothing once the engine has seen a schedule as large: its
 // bookkeeping vectors live in the engine and are reused. A receive that
@@ -50,6 +57,7 @@
 
 #include "collectives/schedule.h"
 #include "engine/call_signature.h"
+#include "engine/cpu_move.h"
 #include "engine/data_plane.h"
 #include "transports/transport.h"
 
@@ -72,6 +80,8 @@ struct EngineOptions {
   std::chrono::seconds timeout;
   // true: spin with a pause instruction; false: yield the CPU every round.
   bool busyPoll = false;
+  // Busy-polling, move off a CPU on which a peer waits too (TIDAL_SPIN_MOVE).
+  bool moveOffSharedCpu = true;
 };
 
 class Engine {
@@ -95,6 +105,9 @@ class Engine {
 
   const EngineOptions& options() const { return options_; }
   void setBusyPoll(bool busyPoll) { options_.busyPoll = busyPoll; }
+  // Moves off a CPU shared with a waiting peer so far, and the last one.
+  uint64_t cpuMoves() const { return cpuMoves_; }
+  CpuMove lastCpuMove() const { return lastCpuMove_; }
 
   // Runs `schedule` to completion; `what` names the collective in errors.
   // `alsoAborted`, when given, ends the run like abort() (the stream
@@ -171,6 +184,10 @@ class Engine {
   // How long waits spin now: TIDAL_SPIN_US, or less after waits that the
   // spinning only delayed (Run::endOfWait).
   std::chrono::microseconds spin_;
+  // Moves off a CPU shared with a waiting peer (Run::lookForPeerOnThisCpu).
+  uint64_t cpuMoves_ = 0;
+  CpuMove lastCpuMove_;
+  std::chrono::steady_clock::time_point lastCpuMoveTry_{};
   std::atomic<bool> aborted_{false};
 };
 

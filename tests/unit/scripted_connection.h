@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -29,6 +30,12 @@ class ScriptedConnection final : public Connection {
     // When set, progress() throws this (tidalRemoteError) after completing
     // what it may: the peer went.
     std::string failWith;
+    // progress() completes nothing before this time (a peer that answers
+    // late, without a second thread).
+    std::chrono::steady_clock::time_point completeNotBefore{};
+    // What the engine published with publishCpu, and what peerWaitsOnCpu says.
+    std::vector<int> publishedCpus;
+    bool peerWaitsOnEveryCpu = false;
   };
   explicit ScriptedConnection(std::shared_ptr<Script> script, int peer = 7)
       : script_(std::move(script)), peer_(peer) {}
@@ -43,6 +50,7 @@ class ScriptedConnection final : public Connection {
     ++posted_;
   }
   bool progress() override {
+    if (std::chrono::steady_clock::now() < script_->completeNotBefore) return false;
     const uint64_t to = std::min(script_->completeUpTo, posted_);
     const bool moved = to > completed_;
     completed_ = std::max(completed_, to);
@@ -52,6 +60,8 @@ class ScriptedConnection final : public Connection {
   uint64_t completed() const override { return completed_; }
   uint64_t posted() const override { return posted_; }
   void addPollFds(std::vector<pollfd>&) const override {}
+  void publishCpu(int cpu) override { script_->publishedCpus.push_back(cpu); }
+  bool peerWaitsOnCpu(int) const override { return script_->peerWaitsOnEveryCpu; }
   void abort() override {}
   std::string describe() const override { return "scripted"; }
 

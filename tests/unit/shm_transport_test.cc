@@ -77,12 +77,12 @@ Socket rawConnect(const ConnectHandle& h) {
 }
 
 // An shm hello by hand, in shm_transport.cc's format: the wire.h header, the
-// secret, then version 7, from rank, to rank, slots, slot bytes.
+// secret, then version 8, from rank, to rank, slots, slot bytes.
 std::vector<uint8_t> shmHello(const Secret& secret, int from, int to) {
   std::vector<uint8_t> body;
   wire::Writer w(body);
   w.bytes(secret.data(), secret.size());
-  w.u16(7);
+  w.u16(8);
   w.u32(static_cast<uint32_t>(from));
   w.u32(static_cast<uint32_t>(to));
   w.u32(8);
@@ -364,6 +364,27 @@ TEST(ShmTransport, SenderRestartsAtTheRingsBeginningWhenEmpty) {
   const auto* sender = dynamic_cast<const shm::ShmConnection*>(p.send.get());
   ASSERT_NE(sender, nullptr);
   EXPECT_GT(sender->restarts(), 50u);
+}
+
+// Each side sees the CPU the other waits on (Connection::publishCpu), and
+// nothing before its first wait (not even CPU 0, which the zeroed segment
+// would say) or once it said the wait is over.
+TEST(ShmTransport, EachSideSeesTheCpuTheOtherWaitsOn) {
+  ShmPair p;
+  for (int cpu = 0; cpu < 4; ++cpu) {
+    EXPECT_FALSE(p.send->peerWaitsOnCpu(cpu)) << cpu;
+    EXPECT_FALSE(p.recv->peerWaitsOnCpu(cpu)) << cpu;
+  }
+  p.send->publishCpu(3);
+  EXPECT_TRUE(p.recv->peerWaitsOnCpu(3));
+  EXPECT_FALSE(p.recv->peerWaitsOnCpu(2));
+  EXPECT_FALSE(p.send->peerWaitsOnCpu(3));  // its own CPU, not the peer's
+  p.recv->publishCpu(0);
+  EXPECT_TRUE(p.send->peerWaitsOnCpu(0));
+  EXPECT_TRUE(p.recv->peerWaitsOnCpu(3));
+  p.send->publishCpu(-1);
+  EXPECT_FALSE(p.recv->peerWaitsOnCpu(3));
+  EXPECT_FALSE(p.recv->peerWaitsOnCpu(-1));
 }
 
 // Both sides on their own thread, each sleeping in poll() as soon as it

@@ -80,6 +80,14 @@ class ShmConnection final : public Connection {
   uint64_t completed() const override { return completed_; }
   uint64_t posted() const override { return posted_; }
   void addPollFds(std::vector<pollfd>& fds) const override;
+  void publishCpu(int cpu) override {
+    // Written only on a change: the peer reads this line while it waits.
+    if (myCpu().load(std::memory_order_relaxed) != cpu)
+      myCpu().store(cpu, std::memory_order_relaxed);
+  }
+  bool peerWaitsOnCpu(int cpu) const override {
+    return cpu >= 0 && theirCpu().load(std::memory_order_relaxed) == cpu;
+  }
   void abort() override;
   std::string describe() const override { return description_; }
   // Times this sender restarted at the ring's beginning (tests, logs).
@@ -153,6 +161,12 @@ class ShmConnection final : public Connection {
   }
   // Wakes the other side if it said it sleeps.
   void wakePeer();
+  std::atomic<int32_t>& myCpu() const {
+    return direction_ == Direction::Send ? control_->senderCpu : control_->receiverCpu;
+  }
+  std::atomic<int32_t>& theirCpu() const {
+    return direction_ == Direction::Send ? control_->receiverCpu : control_->senderCpu;
+  }
   // True when the ring lets the queued work advance right now.
   bool canAdvance() const;
   // Throws RemoteError if the set-up socket shows the peer is gone.

@@ -107,11 +107,18 @@ struct alignas(128) RingControl {
   // published, writes that side's eventfd only when its flag is set.
   alignas(128) std::atomic<uint32_t> receiverSleeping;
   alignas(128) std::atomic<uint32_t> senderSleeping;
+  // The CPU each side is in a long wait on, -1 when it is not waiting (set
+  // before the segment is shared), written only on a change
+  // (Connection::publishCpu): a side that finds the other waiting on its own
+  // CPU moves to another one.
+  alignas(128) std::atomic<int32_t> senderCpu;
+  std::atomic<int32_t> receiverCpu;
 };
 static_assert(sizeof(RingControl) <= kControlBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free,
               "the ring's counters are shared between processes: they must be lock-free");
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic<int32_t>::is_always_lock_free);
 
 enum PullState : uint32_t { kPullUnknown = 0, kPullYes = 1, kPullNo = 2 };
 

@@ -28,8 +28,9 @@ namespace {
 // 4: the hello in wire.h framing on a stream socket, the descriptors after it;
 // 5: transfer headers and pulls (shm_ring.h);
 // 6: Send/Recv payload pieces pulled at the sender's choice;
-// 7: the packet area for transfers of at most 448 bytes (shm_ring.h).
-constexpr uint16_t kHelloVersion = 7;
+// 7: the packet area for transfers of at most 448 bytes (shm_ring.h);
+// 8: each side's waiting CPU in the control page.
+constexpr uint16_t kHelloVersion = 8;
 constexpr size_t kHelloFds = 3;  // segment, data-ready, space-ready
 constexpr int64_t kMaxSlots = 1024;
 constexpr int64_t kMinSlotBytes = 4096;
@@ -265,6 +266,8 @@ std::unique_ptr<Connection> ShmTransport::connectSend(int peer, const ConnectHan
   control->payloadPullMinBytes = payloadPullMinBytes_;
   control->probeAddress = reinterpret_cast<uintptr_t>(&probeWord());
   control->probeValue = probeWord();
+  control->senderCpu = -1;
+  control->receiverCpu = -1;
 
   ShmConnection::Parts parts;
   parts.dataReady = makeEventFd(what);
