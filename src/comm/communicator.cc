@@ -224,7 +224,7 @@ void Communicator::chooseSpinMode(int ranksOnThisHost) {
   const long cpus = fromMasks ? localCpus_ : sysconf(_SC_NPROCESSORS_ONLN);
   const bool busy =
       busyPollMode_ == "auto" ? cpus > 0 && ranksOnThisHost <= cpus : busyPollMode_ == "1";
-  engine_->setBusyPoll(busy);
+  engine_->setSpinMode(busy, ranksOnThisHost);
   TIDAL_INFO(Init, "rank {}: {} rank(s) on this host, {} CPU(s) {}: waits {}", rank_,
              ranksOnThisHost, cpus,
              fromMasks ? "in their affinity masks" : "online (a rank's mask is unknown)",

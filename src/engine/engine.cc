@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/host_data_plane.h"
+#include "engine/runnable_tasks.h"
 
 namespace tidal {
 
@@ -70,6 +71,13 @@ constexpr auto kSharedCpuCheckAfter = std::chrono::microseconds(20);
 // At most one move per engine in this time, so that a scheduler that keeps
 // putting the ranks back together cannot make every wait a migration.
 constexpr auto kMinCpuMoveInterval = std::chrono::milliseconds(1);
+// A yield that kept the core away this long handed it to a busy process
+// for a time slice (Run::yieldsHurt); one rank handing it to another costs
+// microseconds, a big reduction on that rank a few hundred.
+constexpr auto kLongYield = std::chrono::microseconds(1000);
+constexpr int kCrowdedLongYields = 3;
+constexpr auto kMinSleepInsteadOfYield = std::chrono::milliseconds(50);
+constexpr auto kMaxSleepInsteadOfYield = std::chrono::milliseconds(1600);
 // A sleep step of a plane whose completions have no descriptor.
 constexpr auto kSleepStep = std::chrono::microseconds(50);
 // After a failure, how long a run waits for its own GPU work (a peer's
@@ -697,8 +705,35 @@ class Engine::Run {
       cpuRelax();
     } else {
       // More ranks than CPUs: the rank we wait for may need this very core.
+      const Clock::time_point before = Clock::now();
       sched_yield();
+      const Clock::time_point after = Clock::now();
+      if (after - before >= kLongYield) longYield(after);
     }
+  }
+
+  // A yield that gave the core away for a long time. When more tasks are
+  // runnable on the host than this job has ranks here, at three such yields
+  // in a row, something else is busy (runnable_tasks.h; a lone count above
+  // the ranks is common without one: 4% of long yields of 8 quiet ranks on
+  // 2 CPUs, the ranks' own short-lived threads and the kernel's), and each
+  // yield hands it a whole time slice, milliseconds per hop. A rank that
+  // sleeps instead leaves the run queue and, woken by its peer, runs again
+  // soon (a sleeper is owed CPU time). So waits sleep without spinning for a
+  // while: 50 ms, doubled (up to 1.6 s) each time the first such finding
+  // after a window is made right after it, back to 50 ms when it is not.
+  void longYield(Clock::time_point now) const {
+    const int ranks = e_.options_.ranksOnThisHost;
+    if (ranks <= 0) return;
+    auto& crowded = e_.crowdedLongYields_;
+    crowded = runnableTasksOnHost() > ranks ? crowded + 1 : 0;
+    if (crowded < kCrowdedLongYields) return;
+    crowded = 0;
+    auto& window = e_.sleepInsteadOfYieldWindow_;
+    const bool probeFailed = now < e_.sleepInsteadOfYieldUntil_ + window;
+    window = probeFailed ? std::min(window * 2, kMaxSleepInsteadOfYield) : kMinSleepInsteadOfYield;
+    e_.sleepInsteadOfYieldUntil_ = now + window;
+    ++e_.longYields_;
   }
 
   // Tells this run's peers the CPU it spins on and, when one of them waits
@@ -754,7 +789,8 @@ class Engine::Run {
       lastMove = now;
       lastMoveUnknown_ = false;
     }
-    spinning_ = now - lastMove < e_.spin_;
+    spinning_ =
+        now - lastMove < e_.spin_ && (e_.options_.busyPoll || now >= e_.sleepInsteadOfYieldUntil_);
     if (spinning_) {
       if (e_.options_.busyPoll && now - lastMove >= kSharedCpuCheckAfter) lookForPeerOnThisCpu(now);
       spinOnce();

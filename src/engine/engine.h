@@ -24,6 +24,11 @@
 // waits spin half as long, down to 50 us, and regrow when a wait ends while
 // spinning.
 //
+// Beside a busy process, a yield hands it the core for a time slice: after
+// three yields in a row kept the core away for 1 ms or more while the host
+// had more runnable tasks than this communicator's ranks there, waits sleep
+// without spinning for 50 ms (doubling, up to 1.6 s, while it recurs).
+//
 // Moving off a shared CPU: a busy-polling wait that has lasted 20 us
 // publishes the CPU it spins on to its connections, and if a peer it waits
 // for is waiting on that same CPU (shm can see it), this thread moves to
@@ -82,6 +87,9 @@ struct EngineOptions {
   bool busyPoll = false;
   // Busy-polling, move off a CPU on which a peer waits too (TIDAL_SPIN_MOVE).
   bool moveOffSharedCpu = true;
+  // This communicator's ranks on this host (0: unknown). Yielding, more
+  // runnable tasks than these on the host mean a busy process is here.
+  int ranksOnThisHost = 0;
 };
 
 class Engine {
@@ -104,10 +112,17 @@ class Engine {
   void setLinkOpener(LinkOpener* opener) { opener_ = opener; }
 
   const EngineOptions& options() const { return options_; }
-  void setBusyPoll(bool busyPoll) { options_.busyPoll = busyPoll; }
+  void setSpinMode(bool busyPoll, int ranksOnThisHost) {
+    options_.busyPoll = busyPoll;
+    options_.ranksOnThisHost = ranksOnThisHost;
+  }
   // Moves off a CPU shared with a waiting peer so far, and the last one.
   uint64_t cpuMoves() const { return cpuMoves_; }
   CpuMove lastCpuMove() const { return lastCpuMove_; }
+  // Yields that kept the core away for a millisecond or more while more
+  // tasks than this host's ranks were runnable (a busy process took it);
+  // after each, waits sleep at once for a while.
+  uint64_t longYields() const { return longYields_; }
 
   // Runs `schedule` to completion; `what` names the collective in errors.
   // `alsoAborted`, when given, ends the run like abort() (the stream
@@ -188,6 +203,13 @@ class Engine {
   uint64_t cpuMoves_ = 0;
   CpuMove lastCpuMove_;
   std::chrono::steady_clock::time_point lastCpuMoveTry_{};
+  // Yielding waits that found a busy process on the core sleep without
+  // spinning until this time (Run::yieldsHurt); the window doubles while
+  // such yields recur.
+  std::chrono::steady_clock::time_point sleepInsteadOfYieldUntil_{};
+  std::chrono::milliseconds sleepInsteadOfYieldWindow_{50};
+  int crowdedLongYields_ = 0;  // in a row, with more runnable tasks than ranks
+  uint64_t longYields_ = 0;
   std::atomic<bool> aborted_{false};
 };
 

@@ -11,9 +11,9 @@
 #include <memory>
 #include <vector>
 
-#include "collectives/schedule.h"
 #include "engine/cpu_move.h"
 #include "engine/engine.h"
+#include "late_receive.h"
 #include "scripted_connection.h"
 
 namespace tidal {
@@ -65,27 +65,15 @@ struct WaitResult {
   std::vector<int> published;
 };
 
-// One 8-byte receive from rank 1 that arrives 20 ms after the run starts,
-// with a spin long enough that the whole wait is spent spinning.
+// One 8-byte receive that arrives 20 ms after the run starts, spent
+// spinning.
 WaitResult waitForOneReceive(bool peerWaitsOnEveryCpu, bool busyPoll, bool moveOffSharedCpu) {
   auto script = std::make_shared<Script>();
-  script->completeUpTo = UINT64_MAX;
-  script->completeNotBefore = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
   script->peerWaitsOnEveryCpu = peerWaitsOnEveryCpu;
-  ScriptedConnection recv(script, 1);
-  EngineOptions options{};
-  options.chunkBytes = 1 << 20;
-  options.stagingSlots = 2;
-  options.spin = std::chrono::seconds(10);
-  options.timeout = std::chrono::seconds(30);
-  options.busyPoll = busyPoll;
+  EngineOptions options = test::longSpinOptions(busyPoll);
   options.moveOffSharedCpu = moveOffSharedCpu;
   Engine engine(0, options);
-  engine.addRecvConnection(1, &recv);
-  coll::Schedule schedule;
-  schedule.recvs.push_back({1, {coll::Buffer::Recv, 0}, 8, false, {coll::Buffer::Send, 0}, 0});
-  std::vector<char> out(8);
-  engine.run(schedule, nullptr, out.data(), "Recv", nullptr, nullptr);
+  test::runLateReceive(engine, script, std::chrono::milliseconds(20));
   return {engine.cpuMoves(), engine.lastCpuMove(), script->publishedCpus};
 }
 
