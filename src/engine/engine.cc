@@ -72,7 +72,7 @@ constexpr auto kSharedCpuCheckAfter = std::chrono::microseconds(20);
 // putting the ranks back together cannot make every wait a migration.
 constexpr auto kMinCpuMoveInterval = std::chrono::milliseconds(1);
 // A yield that kept the core away this long handed it to a busy process
-// for a time slice (Run::yieldsHurt); one rank handing it to another costs
+// for a time slice (Run::longYield); one rank handing it to another costs
 // microseconds, a big reduction on that rank a few hundred.
 constexpr auto kLongYield = std::chrono::microseconds(1000);
 constexpr int kCrowdedLongYields = 3;
@@ -733,7 +733,7 @@ class Engine::Run {
     const bool probeFailed = now < e_.sleepInsteadOfYieldUntil_ + window;
     window = probeFailed ? std::min(window * 2, kMaxSleepInsteadOfYield) : kMinSleepInsteadOfYield;
     e_.sleepInsteadOfYieldUntil_ = now + window;
-    ++e_.longYields_;
+    ++e_.sleepWindows_;
   }
 
   // Tells this run's peers the CPU it spins on and, when one of them waits

@@ -119,10 +119,10 @@ class Engine {
   // Moves off a CPU shared with a waiting peer so far, and the last one.
   uint64_t cpuMoves() const { return cpuMoves_; }
   CpuMove lastCpuMove() const { return lastCpuMove_; }
-  // Yields that kept the core away for a millisecond or more while more
-  // tasks than this host's ranks were runnable (a busy process took it);
-  // after each, waits sleep at once for a while.
-  uint64_t longYields() const { return longYields_; }
+  // Times waits started sleeping instead of yielding (Run::longYield): three
+  // yields in a row kept the core away for 1 ms or more while more tasks
+  // than this host's ranks were runnable (a busy process took it).
+  uint64_t sleepWindows() const { return sleepWindows_; }
 
   // Runs `schedule` to completion; `what` names the collective in errors.
   // `alsoAborted`, when given, ends the run like abort() (the stream
@@ -204,12 +204,12 @@ class Engine {
   CpuMove lastCpuMove_;
   std::chrono::steady_clock::time_point lastCpuMoveTry_{};
   // Yielding waits that found a busy process on the core sleep without
-  // spinning until this time (Run::yieldsHurt); the window doubles while
+  // spinning until this time (Run::longYield); the window doubles while
   // such yields recur.
   std::chrono::steady_clock::time_point sleepInsteadOfYieldUntil_{};
   std::chrono::milliseconds sleepInsteadOfYieldWindow_{50};
   int crowdedLongYields_ = 0;  // in a row, with more runnable tasks than ranks
-  uint64_t longYields_ = 0;
+  uint64_t sleepWindows_ = 0;
   std::atomic<bool> aborted_{false};
 };
 

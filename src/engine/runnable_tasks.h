@@ -1,6 +1,6 @@
 // How many tasks are runnable on this host right now, for a yielding wait
 // that must tell "the core went to another rank of this job" from "it went
-// to some other busy process" (Engine, Run::yieldsHurt).
+// to some other busy process" (Engine, Run::longYield).
 //
 // With more ranks than CPUs, a yield that keeps the core away for a
 // millisecond or more happens both ways: with 8 ranks on 2 CPUs the core

@@ -59,12 +59,12 @@ class BusyNeighbour {
 
 // One 8-byte receive that arrives 300 ms after the run starts, in a wait
 // that yields (busyPoll off) for all of it.
-uint64_t longYieldsInOneWait(int ranksOnThisHost) {
+uint64_t sleepWindowsInOneWait(int ranksOnThisHost) {
   EngineOptions options = test::longSpinOptions(/*busyPoll=*/false);
   options.ranksOnThisHost = ranksOnThisHost;
   Engine engine(0, options);
   test::runLateReceive(engine, std::make_shared<Script>(), std::chrono::milliseconds(300));
-  return engine.longYields();
+  return engine.sleepWindows();
 }
 
 TEST(RunnableTasks, CountsAtLeastThisThread) {
@@ -76,7 +76,7 @@ TEST(EngineLongYield, ABusyProcessOnTheCoreMakesWaitsSleep) {
   BusyNeighbour busy;
   ASSERT_TRUE(busy.ready());
   // One rank on this host: this thread and the child make two runnable.
-  EXPECT_GE(longYieldsInOneWait(/*ranksOnThisHost=*/1), 1u);
+  EXPECT_GE(sleepWindowsInOneWait(/*ranksOnThisHost=*/1), 1u);
 }
 
 TEST(EngineLongYield, LongYieldsAmongTheJobsOwnRanksDoNotCount) {
@@ -84,7 +84,7 @@ TEST(EngineLongYield, LongYieldsAmongTheJobsOwnRanksDoNotCount) {
   ASSERT_TRUE(busy.ready());
   // As many ranks on this host as could ever be runnable here: the task
   // that takes the core may be one of them, so waits go on yielding.
-  EXPECT_EQ(longYieldsInOneWait(/*ranksOnThisHost=*/4096), 0u);
+  EXPECT_EQ(sleepWindowsInOneWait(/*ranksOnThisHost=*/4096), 0u);
 }
 
 }  // namespace
