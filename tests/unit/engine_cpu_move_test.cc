@@ -79,12 +79,17 @@ WaitResult waitForOneReceive(bool peerWaitsOnEveryCpu, bool busyPoll, bool moveO
 
 bool sameMask(const cpu_set_t& a, const cpu_set_t& b) { return CPU_EQUAL(&a, &b); }
 
+// Two CPUs this thread may run on, set as its mask by the caller's
+// MaskForTest; GTEST_SKIP from the caller when there are fewer.
+#define TWO_CPU_MASK_OR_SKIP(mask, guard)                                     \
+  const std::vector<int> cpus = twoCpus();                                    \
+  if (cpus.size() < 2) GTEST_SKIP() << "this thread may run on one CPU only"; \
+  const cpu_set_t mask = maskOf(cpus);                                        \
+  MaskForTest guard(mask);                                                    \
+  ASSERT_TRUE(guard.set())
+
 TEST(CpuMove, LeavesTheCpuAndKeepsTheMask) {
-  const std::vector<int> cpus = twoCpus();
-  if (cpus.size() < 2) GTEST_SKIP() << "this thread may run on one CPU only";
-  const cpu_set_t mask = maskOf(cpus);
-  MaskForTest m(mask);
-  ASSERT_TRUE(m.set());
+  TWO_CPU_MASK_OR_SKIP(mask, m);
   for (int round = 0; round < 4; ++round) {
     const int here = sched_getcpu();
     const CpuMove move = moveOffCpu(here);
@@ -108,11 +113,7 @@ TEST(CpuMove, NoMoveWithoutAnotherCpu) {
 }
 
 TEST(EngineCpuMove, MovesOffTheCpuItsPeerWaitsOn) {
-  const std::vector<int> cpus = twoCpus();
-  if (cpus.size() < 2) GTEST_SKIP() << "this thread may run on one CPU only";
-  const cpu_set_t mask = maskOf(cpus);
-  MaskForTest m(mask);
-  ASSERT_TRUE(m.set());
+  TWO_CPU_MASK_OR_SKIP(mask, m);
   const WaitResult r = waitForOneReceive(/*peerWaitsOnEveryCpu=*/true, true, true);
   // 20 ms of waiting, at most one move a millisecond.
   EXPECT_GE(r.moves, 1u);
