@@ -420,6 +420,15 @@ std::optional<wire::Notice> Bootstrap::hear(std::chrono::milliseconds grace) {
   }
 }
 
+bool Bootstrap::noticeWaiting() const {
+  if (nranks_ == 1 || aborted_.load() || !brokenBy_.empty()) return false;
+  uint8_t header[wire::kHeaderBytes];
+  const ssize_t n = ::recv(prev_.fd(), header, sizeof header, MSG_PEEK | MSG_DONTWAIT);
+  if (n != static_cast<ssize_t>(sizeof header)) return false;
+  const wire::Header h = wire::decodeHeader(header);
+  return h.magic == wire::kMagic && h.type == static_cast<uint16_t>(MsgType::Notice);
+}
+
 void Bootstrap::abort() {
   aborted_.store(true);
   // shutdown, not close: the descriptors stay valid for the thread blocked

@@ -87,6 +87,9 @@ class Bootstrap {
   // operations skip notices left unread (a split after tidalCommRevoke).
   void tell(const wire::Notice& notice);
   std::optional<wire::Notice> hear(std::chrono::milliseconds grace);
+  // Whether rank-1's notice is the next message on the ring, without reading
+  // it or waiting (a peek): for a stalled call to learn it cannot end well.
+  bool noticeWaiting() const;
 
   // Unblocks any waiter (it throws RemoteError "... aborted", as the engine
   // does on tidalCommAbort); later calls throw too. Safe from another thread.

@@ -112,6 +112,7 @@ void Communicator::connect(const UniqueId& id) {
   // After placeRank's binding: the CPUs the waits will share.
   localCpus_ = cpusOfLocalRanks(*bootstrap_, nranks_);
   engine_ = std::make_unique<Engine>(rank_, engineOptions);
+  listenForFailureNotices();
   oneSided_ = std::make_unique<OneSided>(rank_, nranks_, engineOptions.spin, engineOptions.timeout);
   oneSided_->exchange(*bootstrap_);
   if (nranks_ > 1) connectPeers();

@@ -228,6 +228,9 @@ class Communicator {
   // error the caller gets, which names a peer's finding when one explains
   // this rank's lost connection or timeout.
   Error shareFailure(const Error& e, const char* what);
+  // Lets the engine's stalled waits end when rank-1 has told that its call
+  // failed (failure_notice.cc), instead of at TIDAL_TIMEOUT.
+  void listenForFailureNotices();
   // This rank's next collective as its peers must see it (call_signature.h),
   // with the ring neighbours a rooted collective also checks with; numbered
   // by execute(); none when TIDAL_CHECK_CALLS=0.
@@ -256,6 +259,8 @@ class Communicator {
   // Every rank's host key (links.h), by rank: what topology_ was made from.
   std::vector<std::string> hostOfRank_;
   std::unique_ptr<Engine> engine_;
+  // The engine's FailureNotices, read from bootstrap_.
+  std::unique_ptr<FailureNotices> ringNotices_;
   std::unique_ptr<OneSided> oneSided_;  // signal inboxes and peers' processes
   uint64_t windowsRegistered_ = 0;      // window numbers so far (under opMutex_)
   ScheduleCache schedules_;             // used only under opMutex_

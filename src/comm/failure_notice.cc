@@ -18,6 +18,12 @@
 // A rank whose rank-1 is silent (stopped, killed without its socket
 // closing, or not inside a call) fails with its own error after kHearGrace:
 // the notice is an explanation, never something a rank waits for long.
+//
+// A rank whose call is still waiting also looks for rank-1's notice once the
+// wait has stalled (the engine asks FailureNotices): closing connections
+// does not reach every waiting peer (over libfabric a receive for a closed
+// endpoint just stays pending), and without this such a rank would hear only
+// at TIDAL_TIMEOUT. It then fails, hears the notice here and passes it on.
 #include <algorithm>
 
 #include "bootstrap/bootstrap.h"
@@ -29,7 +35,25 @@ namespace tidal {
 namespace {
 // How long a failed call waits for rank-1's notice (capped by TIDAL_TIMEOUT).
 constexpr std::chrono::milliseconds kHearGrace{2000};
+
+// rank-1's notices, as the engine's stalled waits ask for them.
+class RingNotices final : public FailureNotices {
+ public:
+  RingNotices(const Bootstrap& bootstrap, int rank, int nranks)
+      : bootstrap_(bootstrap), prev_((rank + nranks - 1) % nranks) {}
+  int toldBy() override { return bootstrap_.noticeWaiting() ? prev_ : -1; }
+
+ private:
+  const Bootstrap& bootstrap_;
+  int prev_;
+};
 }  // namespace
+
+void Communicator::listenForFailureNotices() {
+  if (nranks_ == 1) return;
+  ringNotices_ = std::make_unique<RingNotices>(*bootstrap_, rank_, nranks_);
+  engine_->setFailureNotices(ringNotices_.get());
+}
 
 Error Communicator::shareFailure(const Error& e, const char* what) {
   // Broken already (tidalCommAbort, tidalCommRevoke, a shrink that aborted

@@ -85,6 +85,11 @@ constexpr auto kSleepStep = std::chrono::microseconds(50);
 // failure by a mismatch. Small copies take microseconds; a hung GPU must
 // not hold the error back.
 constexpr auto kOwnWorkWait = std::chrono::seconds(1);
+// A wait stalled this long asks, at most once per kNoticeCheckEvery, whether
+// another rank told that its call failed (FailureNotices): one system call
+// (a peek at a socket) per check, and none in waits that move.
+constexpr auto kNoticeCheckAfter = std::chrono::milliseconds(200);
+constexpr auto kNoticeCheckEvery = std::chrono::milliseconds(100);
 }  // namespace
 
 // The state of one schedule's execution.
@@ -797,6 +802,16 @@ class Engine::Run {
       return;
     }
     if (now - lastMove > e_.options_.timeout) timeout();
+    if (e_.notices_ && now - lastMove >= kNoticeCheckAfter &&
+        now - lastNoticeCheck_ >= kNoticeCheckEvery) {
+      lastNoticeCheck_ = now;
+      if (const int teller = e_.notices_->toldBy(); teller >= 0) {
+        fail(tidalRemoteError,
+             "rank {}: {}{} stopped waiting for {}: rank {} told that a call of this "
+             "communicator failed",
+             e_.rank_, what_, plane_.where(), waitingFor(), teller);
+      }
+    }
     if (!sleptAt_) sleptAt_ = now;
     if (!plane_.wakesOnDescriptors()) {
       std::this_thread::sleep_for(kSleepStep);
@@ -824,32 +839,35 @@ class Engine::Run {
     return -1;
   }
 
-  [[noreturn]] void timeout() const {
-    std::string waiting;
+  // What a stalled wait waits for, for its error.
+  std::string waitingFor() const {
     if (const int peer = firstMissingSignature(); peer >= 0) {
-      waiting = fmt::format("rank {} to call {} (its call signature has not arrived)", peer,
-                            check_->signature.describe());
-    } else if (sendsDone_ == s_.sends.size() && recvsDone_ == s_.recvs.size()) {
+      return fmt::format("rank {} to call {} (its call signature has not arrived)", peer,
+                         check_->signature.describe());
+    }
+    if (sendsDone_ == s_.sends.size() && recvsDone_ == s_.recvs.size()) {
       // Every byte of the call moved and the peers' signatures came: what
       // is left is the transport's completion of ours (udp;ofi_rxd was seen
       // to withhold it), or else the device plane's stream.
       if (const int to = firstUnsentSignature(); to >= 0) {
-        waiting = fmt::format(
+        return fmt::format(
             "the transport to complete this rank's call signature to rank {} (every other "
             "transfer of the call is done)",
             to);
-      } else {
-        waiting = "the GPU to finish the engine stream";
       }
-    } else if (recvsDone_ < s_.recvs.size()) {
-      waiting = fmt::format("data from rank {} (receive {} of {})", s_.recvs[recvsDone_].peer,
-                            recvsDone_ + 1, s_.recvs.size());
-    } else {
-      waiting = fmt::format("rank {} to take data (send {} of {})", s_.sends[sendsDone_].peer,
-                            sendsDone_ + 1, s_.sends.size());
+      return "the GPU to finish the engine stream";
     }
+    if (recvsDone_ < s_.recvs.size()) {
+      return fmt::format("data from rank {} (receive {} of {})", s_.recvs[recvsDone_].peer,
+                         recvsDone_ + 1, s_.recvs.size());
+    }
+    return fmt::format("rank {} to take data (send {} of {})", s_.sends[sendsDone_].peer,
+                       sendsDone_ + 1, s_.sends.size());
+  }
+
+  [[noreturn]] void timeout() const {
     fail(tidalTimeout, "rank {}: {}{} made no progress for TIDAL_TIMEOUT={} s, waiting for {}",
-         e_.rank_, what_, plane_.where(), e_.options_.timeout.count(), waiting);
+         e_.rank_, what_, plane_.where(), e_.options_.timeout.count(), waitingFor());
   }
 
   Engine& e_;
@@ -875,6 +893,7 @@ class Engine::Run {
   bool publishingCpu_ = false;    // this wait told its peers its CPU
   unsigned idleRounds_ = 0;
   std::optional<Clock::time_point> sleptAt_;  // this wait's first sleep
+  Clock::time_point lastNoticeCheck_{};       // see kNoticeCheckAfter
 };
 
 void Engine::run(const coll::Schedule& schedule, const void* sendbuff, void* recvbuff,

@@ -37,7 +37,11 @@
 //
 // A wait in which no byte moves for TIDAL_TIMEOUT seconds fails with
 // tidalTimeout, naming the peers it waited for; abort() from another thread
-// ends it at once.
+// ends it at once. A wait that has made no progress for 200 ms also asks,
+// every 100 ms, whether another rank has told that its call failed
+// (FailureNotices); then it fails at once with tidalRemoteError: a peer that
+// broke off does not always make this rank's transfers fail (a closed
+// libfabric endpoint says nothing to a receive that waits for it).
 //
 // A run allocates nothing once the engine has seen a schedule as large: its
 // bookkeeping vectors live in the engine and are reused. A receive that
@@ -78,6 +82,17 @@ class LinkOpener {
   virtual Connection& openRecv(int peer, const char* what) = 0;
 };
 
+// Whether another rank has told that a call of this communicator failed
+// (src/comm/failure_notice.cc: the notice it sends around the bootstrap
+// ring). Asked only by waits that have stalled, from the thread that runs
+// the schedule.
+class FailureNotices {
+ public:
+  virtual ~FailureNotices() = default;
+  // The rank whose notice is waiting to be read, or -1.
+  virtual int toldBy() = 0;
+};
+
 struct EngineOptions {
   size_t chunkBytes;
   int stagingSlots;
@@ -110,6 +125,9 @@ class Engine {
   // Where connections to peers not added above come from; none: such a
   // schedule is an internal error.
   void setLinkOpener(LinkOpener* opener) { opener_ = opener; }
+  // Where stalled waits learn that another rank's call failed; none: they
+  // wait for their own transfers or TIDAL_TIMEOUT.
+  void setFailureNotices(FailureNotices* notices) { notices_ = notices; }
 
   const EngineOptions& options() const { return options_; }
   void setSpinMode(bool busyPoll, int ranksOnThisHost) {
@@ -151,6 +169,7 @@ class Engine {
   std::map<int, Connection*> sendTo_;
   std::map<int, Connection*> recvFrom_;
   LinkOpener* opener_ = nullptr;
+  FailureNotices* notices_ = nullptr;
   std::unique_ptr<DataPlane> plane_;
   // Bookkeeping of the current run, kept between runs so a run does not allocate.
   struct RunState {

@@ -11,6 +11,7 @@
 // threads (--threads N); TIDAL_NET picks the transport. Exit status 0 only if
 // every check passed.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -316,10 +317,25 @@ void split(Checker& ck, tidalComm_t parent, int rank, int n, int salt) {
 
 // Rank 1 receives fewer elements than rank 0 sends: rank 1 must fail naming
 // both sizes. Runs on a communicator of its own (the failure breaks it).
+// Rank 0's Send may succeed (the bytes left before rank 1 broke off) or
+// fail; if it fails, it is told rank 1's finding, and long before
+// TIDAL_TIMEOUT: over libfabric a send whose receiver closed its endpoint
+// stays pending, and rank 0 learns from rank 1's notice instead.
 void truncation(Checker& ck, tidalComm_t comm, int rank) {
   std::vector<int32_t> data(10, 7);
   if (rank == 0) {
-    tidalSend(data.data(), 10, tidalInt32, 1, comm, nullptr);  // may succeed or see the abort
+    const auto start = std::chrono::steady_clock::now();
+    const tidalResult_t r = tidalSend(data.data(), 10, tidalInt32, 1, comm, nullptr);
+    if (r == tidalSuccess) return;
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const char* timeout = std::getenv("TIDAL_TIMEOUT");
+    const double limit = (timeout ? std::atof(timeout) : 300.0) / 2;
+    const std::string text = tidalGetLastError(comm);
+    ck.check(text.find("rank 1 found that the ranks' calls disagree") != std::string::npos &&
+                 waited < limit,
+             "the truncating Recv's sender is told why, in " + std::to_string(waited) +
+                 " s (TIDAL_TIMEOUT/2 = " + std::to_string(limit) + " s): " + text);
     return;
   }
   if (rank != 1) return;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <functional>
 #include <optional>
@@ -158,6 +159,36 @@ TEST(BootstrapNotice, TravelsToTheNextRankAndLeftoversAreSkipped) {
   for (int r = 0; r < n; ++r) {
     EXPECT_EQ(gathered[static_cast<size_t>(r)], (std::vector<int>{10, 11, 12})) << "rank " << r;
   }
+}
+
+// A stalled call peeks for rank-1's notice (noticeWaiting): nothing before
+// one is told, the notice once it has arrived, still there on a second peek
+// (a peek reads nothing), and nothing once hear() has taken it.
+TEST(BootstrapNotice, APeekSeesANoticeWithoutTakingIt) {
+  const int n = 2;
+  std::vector<int> seen(n, -1), seenAgain(n, -1), afterHearing(n, -1);
+  std::vector<std::optional<wire::Notice>> heard(n);
+  auto outcomes = runRanks(freshJob(), n, allRanks(n), [&](Bootstrap& b) {
+    const int r = b.rank();
+    EXPECT_FALSE(b.noticeWaiting()) << "rank " << r;
+    b.barrier();
+    if (r == 0) b.tell({wire::Notice::Kind::Finding, 0, tidalInvalidUsage, "order differs"});
+    if (r != 1) return;
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (!b.noticeWaiting() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(1ms);
+    }
+    seen[1] = b.noticeWaiting();
+    seenAgain[1] = b.noticeWaiting();
+    heard[1] = b.hear(1000ms);
+    afterHearing[1] = b.noticeWaiting();
+  });
+  expectAllOk(outcomes);
+  EXPECT_EQ(seen[1], 1);
+  EXPECT_EQ(seenAgain[1], 1);
+  ASSERT_TRUE(heard[1]);
+  EXPECT_EQ(heard[1]->text, "order differs");
+  EXPECT_EQ(afterHearing[1], 0);
 }
 
 TEST(BootstrapNotice, DecodeRefusesWhatNoRankSends) {
