@@ -6,6 +6,7 @@
 // correctness suites registered over ofi (tests/integration/CMakeLists.txt).
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +23,8 @@
 #include "job_fork.h"
 #include "killed_rank.h"
 #include "tidal/tidal.h"
+#include "transports/ofi/ofi_api.h"
+#include "transports/ofi/ofi_endpoint.h"
 #include "transports/ofi/stale_shm_regions.h"
 
 namespace {
@@ -229,6 +232,30 @@ INSTANTIATE_TEST_SUITE_P(
                                "ofi not offered (EFA adapter rdmap0s6); tcp carries",
                                true}),
     autoCaseName);
+
+// udp;ofi_rxd's completion queue has no wait object to sleep on. The
+// descriptor a sleeping wait is given must not be readable at once (the rank
+// would spin through poll() and starve, on a shared CPU, the ranks it waits
+// for) and must become readable soon (rxd has to be progressed to
+// acknowledge and resend packets). The step is 50 us, so a round in which
+// this thread lost its CPU for longer finds it readable at once: the test
+// asks that not every one of 20 rounds does (an always-readable descriptor
+// would), not that none does.
+TEST(OfiEndpoint, AProviderWithoutAWaitObjectSleepsInShortSteps) {
+  std::string why;
+  const tidal::ofi::OfiApi* api = tidal::ofi::OfiApi::load(&why);
+  if (!api) GTEST_SKIP() << "libfabric not loadable: " << why;
+  tidal::ofi::Endpoint endpoint(*api, 0, "udp;ofi_rxd", /*registerAlways=*/false);
+  const int rounds = 20;
+  int readableAtOnce = 0;
+  for (int round = 0; round < rounds; ++round) {
+    pollfd fd{endpoint.waitFd(), POLLIN, 0};
+    ASSERT_GE(fd.fd, 0);
+    readableAtOnce += ::poll(&fd, 1, 0);
+    EXPECT_EQ(::poll(&fd, 1, 1000), 1) << "round " << round << ": not readable within 1 s";
+  }
+  EXPECT_LT(readableAtOnce, rounds) << "the descriptor never made a wait sleep";
+}
 
 // Stale shm regions (transports/ofi/stale_shm_regions.h): only regions of
 // this pid and user that were last modified before the process started go.
