@@ -4,6 +4,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_ext.h>
 #include <rdma/fi_tagged.h>
+#include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -162,6 +163,8 @@ Endpoint::Endpoint(const OfiApi& api, int rank, const std::string& provider, boo
     if ((ret = fi_getname(&ep_->fid, name, &len))) failCall("fi_getname", ret);
     address_.assign(name, name + len);
 
+    readyFd_ = ::eventfd(1, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (readyFd_ < 0) fail(tidalSystemError, "rank {}: ofi: eventfd: {}", rank_, errnoText(errno));
     stepFd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (stepFd_ < 0) {
       fail(tidalSystemError, "rank {}: ofi: timerfd_create: {}", rank_, errnoText(errno));
@@ -207,6 +210,8 @@ void Endpoint::close() {
   fabric_ = nullptr;
   if (info_) api_.freeinfo(info_);
   info_ = nullptr;
+  if (readyFd_ >= 0) ::close(readyFd_);
+  readyFd_ = -1;
   if (stepFd_ >= 0) ::close(stepFd_);
   stepFd_ = -1;
 }
@@ -386,26 +391,31 @@ void Endpoint::forget(const std::set<Operation*>& ops) {
 }
 
 // When the engine's wait goes to sleep: on the CQ's wait fd when the
-// provider says nothing needs progress (fi_trywait), else for kProgressStep.
-// The step is for providers that cannot be slept on: udp;ofi_rxd's CQ has no
-// FD wait object here, and rxd must be progressed to acknowledge and resend
-// packets. An always-readable descriptor, used here before, made such a
+// provider says nothing needs progress now (fi_trywait), else on a descriptor
+// that is readable at once (it has events: progress them without sleeping).
+// A CQ without an FD wait object (udp;ofi_rxd here) can never be slept on:
+// then the wait sleeps kProgressStep on a timer and progresses again, since
+// rxd must be progressed to acknowledge and resend packets. The
+// always-readable descriptor, used for that case too before, made such a
 // "sleeping" rank spin through poll() and recvmsg(): with 3 ranks on 2 CPUs
 // beside one busy process, the correctness suite over udp;ofi_rxd took
 // 43-63 s (3.5 s on a quiet machine), and 5.6 s with the step. The step is
 // the one the engine sleeps in for planes without descriptors (50 us), and
-// it is only taken once a wait has stopped spinning.
+// it is only taken once a wait has stopped spinning. A failed fi_trywait
+// keeps the readable descriptor: stepping there too let the net provider's
+// last messages of a job be lost more often when the job's ranks left right
+// after them (a pre-existing fault under load, docs/transports.md).
 int Endpoint::waitFd() {
   std::lock_guard lock(mutex_);
-  if (cqFd_ >= 0) {
-    fid* fids[1] = {&cq_->fid};
-    StuckCallWatch::Scope watched(*watch_, "fi_trywait");
-    if (fi_trywait(fabric_, fids, 1) == FI_SUCCESS) return cqFd_;
+  if (cqFd_ < 0) {
+    itimerspec step{};  // one shot; arming it again clears an earlier expiry
+    step.it_value.tv_nsec = std::chrono::nanoseconds(kProgressStep).count();
+    ::timerfd_settime(stepFd_, 0, &step, nullptr);
+    return stepFd_;
   }
-  itimerspec step{};  // one shot; arming it again clears an earlier expiry
-  step.it_value.tv_nsec = std::chrono::nanoseconds(kProgressStep).count();
-  ::timerfd_settime(stepFd_, 0, &step, nullptr);
-  return stepFd_;
+  fid* fids[1] = {&cq_->fid};
+  StuckCallWatch::Scope watched(*watch_, "fi_trywait");
+  return fi_trywait(fabric_, fids, 1) == FI_SUCCESS ? cqFd_ : readyFd_;
 }
 
 }  // namespace tidal::ofi

@@ -108,9 +108,9 @@ class Endpoint {
   // changes the state its callbacks read.
   std::unique_lock<std::mutex> lock() { return std::unique_lock(mutex_); }
   // A descriptor poll() can sleep on: the completion queue's wait fd when
-  // fi_trywait says sleeping is safe, else a timer that fires after
-  // kProgressStep, so that the provider is progressed again soon without
-  // the wait spinning through poll() (see waitFd in the .cc).
+  // fi_trywait says sleeping is safe, one that is always readable when it
+  // says not, and a timer that fires after kProgressStep when the CQ has no
+  // wait fd (see waitFd in the .cc).
   int waitFd();
 
  private:
@@ -134,8 +134,9 @@ class Endpoint {
   fid_cq* cq_ = nullptr;
   fid_av* av_ = nullptr;
   fid_ep* ep_ = nullptr;
-  int cqFd_ = -1;    // the CQ's wait fd, -1 without one
-  int stepFd_ = -1;  // a timerfd, armed by waitFd when the CQ's fd cannot be slept on
+  int cqFd_ = -1;     // the CQ's wait fd, -1 without one
+  int readyFd_ = -1;  // an eventfd that is always readable
+  int stepFd_ = -1;   // a timerfd, armed by waitFd when the CQ's fd cannot be slept on
   ConnectHandle address_;
   std::string pathText_;
   size_t maxMessageBytes_ = 0;
