@@ -39,19 +39,20 @@ constexpr std::chrono::milliseconds kHearGrace{2000};
 // rank-1's notices, as the engine's stalled waits ask for them.
 class RingNotices final : public FailureNotices {
  public:
-  RingNotices(const Bootstrap& bootstrap, int rank, int nranks)
-      : bootstrap_(bootstrap), prev_((rank + nranks - 1) % nranks) {}
-  int toldBy() override { return bootstrap_.noticeWaiting() ? prev_ : -1; }
+  explicit RingNotices(const Bootstrap& bootstrap) : bootstrap_(bootstrap) {}
+  int toldBy() override {
+    if (!bootstrap_.noticeWaiting()) return -1;
+    return (bootstrap_.rank() + bootstrap_.nranks() - 1) % bootstrap_.nranks();
+  }
 
  private:
   const Bootstrap& bootstrap_;
-  int prev_;
 };
 }  // namespace
 
 void Communicator::listenForFailureNotices() {
   if (nranks_ == 1) return;
-  ringNotices_ = std::make_unique<RingNotices>(*bootstrap_, rank_, nranks_);
+  ringNotices_ = std::make_unique<RingNotices>(*bootstrap_);
   engine_->setFailureNotices(ringNotices_.get());
 }
 
