@@ -114,6 +114,17 @@ struct TransportContext {
   std::shared_ptr<const topo::Placement> placement{};
 };
 
+// What a transport keeps open after its connections are gone
+// (Transport::keepOpenUntilAllDone); closed when the last holder lets go.
+class KeptOpen {
+ public:
+  virtual ~KeptOpen() = default;
+  // Does what the provider still owes the peers that are finishing
+  // (acknowledgements of what they sent, queued bytes); called every few
+  // milliseconds until it closes. Must not block.
+  virtual void progress() = 0;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -133,6 +144,12 @@ class Transport {
 
   // Stops any blocking accept/connect; safe from another thread.
   virtual void abort() = 0;
+
+  // What must stay open after this transport's connections are gone, until
+  // every rank has destroyed the communicator; null for nothing. A transport
+  // whose peers may drop messages that reached them unmatched once this
+  // side closes returns its endpoint (comm/close_when_all_done.h).
+  virtual std::shared_ptr<KeptOpen> keepOpenUntilAllDone() { return nullptr; }
 };
 
 // Creates a transport by name ("tcp"); throws InvalidArgument listing the

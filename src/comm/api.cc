@@ -115,6 +115,7 @@ tidalResult_t tidalCommDestroy(tidalComm_t comm) {
   return guarded(nullptr, [&] {
     checkComm(comm, "tidalCommDestroy");
     comm->impl->waitForCallsToLeave();
+    comm->impl->closeWhenAllDone();
     delete comm;
   });
 }

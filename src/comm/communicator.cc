@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "collectives/any_rank.h"
+#include "comm/close_when_all_done.h"
 #include "comm/host_cpus.h"
 #include "comm/host_identity.h"
 #include "comm/rank_placement.h"
@@ -694,6 +695,24 @@ void Communicator::abort() {
   if (bootstrap_) bootstrap_->abort();
   if (links_) links_->abortTransports();
   breakWith(Error(tidalRemoteError, fmt::format("rank {}: communicator aborted", rank_)));
+}
+
+void Communicator::closeWhenAllDone() {
+  if (nranks_ == 1 || !bootstrap_ || !links_) return;
+  std::vector<std::shared_ptr<KeptOpen>> held = links_->keepOpenUntilAllDone();
+  if (held.empty()) return;
+  // Stream-ordered work still queued is part of this rank's calls, and may
+  // move bytes over what is held: it ends first (as the destructor would).
+  if (device_ && !device_->idle()) {
+    try {
+      device_->waitIdle("tidalCommDestroy");
+    } catch (const Error&) {
+      return;  // broken: the peers are told through the closed connections
+    }
+  }
+  if (broken_.load() != tidalSuccess) return;
+  // Nothing below uses the ring once this object is being destroyed.
+  tidal::closeWhenAllDone(rank_, std::move(bootstrap_), std::move(held));
 }
 
 void Communicator::waitForCallsToLeave() const {

@@ -152,6 +152,11 @@ class Communicator {
   // Stops everything in flight and makes later calls fail; safe from another
   // thread. The caller still owns (and later deletes) the object.
   void abort();
+  // tidalCommDestroy's first step, after every call has left: hands what a
+  // transport must keep open, with the bootstrap ring, to a close that waits
+  // for every rank to destroy the communicator too
+  // (comm/close_when_all_done.h). Not after a failure: the links are gone.
+  void closeWhenAllDone();
 
   // Counts API calls inside the communicator so that destroy and abort free
   // it only after every call (possibly on other threads) has left.

@@ -151,4 +151,12 @@ void Links::abortTransports() {
   for (auto& [name, t] : transports_) t->abort();
 }
 
+std::vector<std::shared_ptr<KeptOpen>> Links::keepOpenUntilAllDone() {
+  std::vector<std::shared_ptr<KeptOpen>> held;
+  for (auto& [name, t] : transports_) {
+    if (std::shared_ptr<KeptOpen> h = t->keepOpenUntilAllDone()) held.push_back(std::move(h));
+  }
+  return held;
+}
+
 }  // namespace tidal

@@ -56,6 +56,9 @@ class Links final : public LinkOpener {
   void abortConnections();
   // Stops blocking accepts and connects (tidalCommAbort).
   void abortTransports();
+  // What the transports must keep open until every rank has destroyed the
+  // communicator (Transport::keepOpenUntilAllDone); empty for none.
+  std::vector<std::shared_ptr<KeptOpen>> keepOpenUntilAllDone();
 
  private:
   struct Record;

@@ -351,6 +351,38 @@ void truncation(Checker& ck, tidalComm_t comm, int rank, int n) {
                text + ")");
 }
 
+// A Send that succeeded is received even when its sender destroys the
+// communicator at once, before the receiver has posted the Recv. Rank 0
+// receives from rank 2 first (which sends late), so rank 1's small message
+// reaches rank 0's provider while rank 0 waits, unmatched: libfabric 1.17's
+// net provider keeps it only while rank 1's endpoint is open
+// (comm/close_when_all_done.h). Runs on a communicator of its own, since
+// rank 1 destroys it early.
+void senderLeaves(Checker& ck, tidalComm_t parent, int rank, int n, int salt) {
+  if (n < 3) return;
+  tidalComm_t sub = nullptr;
+  const std::string what =
+      "a Send whose sender destroyed the communicator at once, nranks " + std::to_string(n);
+  if (!ck.call(tidalCommSplit(parent, 0, rank, &sub, nullptr), parent, what + ": split")) return;
+  const size_t bytes = 48;
+  std::vector<unsigned char> buf(bytes + 1, kGuard);
+  if (rank == 1 || rank == 2) {
+    for (size_t k = 0; k < bytes; ++k) buf[k] = byteOf(rank, 0, k, salt);
+    if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ck.call(tidalSend(buf.data(), bytes, tidalUint8, 0, sub, nullptr), sub, what + ": Send");
+  } else if (rank == 0) {
+    for (const int from : {2, 1}) {
+      std::fill(buf.begin(), buf.end(), kGuard);
+      if (ck.call(tidalRecv(buf.data(), bytes, tidalUint8, from, sub, nullptr), sub,
+                  what + ": Recv from rank " + std::to_string(from))) {
+        ck.check(matches(buf.data(), bytes, from, 0, 0, salt) && buf[bytes] == kGuard,
+                 what + ": data from rank " + std::to_string(from));
+      }
+    }
+  }
+  tidalCommDestroy(sub);
+}
+
 void runSuite(Checker& ck, tidalComm_t comms[3], int rank, int n, bool big) {
   int salt = 0;
   std::vector<size_t> counts{0, 1, 7, 1023};
@@ -386,6 +418,7 @@ void runSuite(Checker& ck, tidalComm_t comms[3], int rank, int n, bool big) {
   }
   if (n >= 2) twoCommGroup(ck, comms[0], comms[1], rank, n, ++salt);
   split(ck, comms[1], rank, n, salt += 10);
+  senderLeaves(ck, comms[1], rank, n, salt += 10);
   if (n >= 2) truncation(ck, comms[2], rank, n);
 }
 

@@ -67,7 +67,7 @@ class CompletionSink {
   ~CompletionSink() = default;
 };
 
-class Endpoint {
+class Endpoint final : public KeptOpen {
  public:
   // Opens the endpoint on the first fi_info that fi_getinfo offers for
   // `provider` ("" lets libfabric choose; FI_PROVIDER filters as usual).
@@ -75,7 +75,7 @@ class Endpoint {
   // when there is none. `registerAlways` registers every buffer even where
   // the provider does not ask for FI_MR_LOCAL (to exercise EFA's path).
   Endpoint(const OfiApi& api, int rank, const std::string& provider, bool registerAlways);
-  ~Endpoint();
+  ~Endpoint() override;
   Endpoint(const Endpoint&) = delete;
   Endpoint& operator=(const Endpoint&) = delete;
 
@@ -101,6 +101,10 @@ class Endpoint {
   // Reads the completion queue (this is what makes a manual-progress
   // provider move) and delivers what it finds. Returns completions read.
   int poll();
+  // Kept open after a destroy (OfiTransport::keepOpenUntilAllDone): reads
+  // the completion queue, so that a manual-progress provider still sends
+  // the acknowledgements its peers wait for.
+  void progress() override { poll(); }
   // A connection that goes away cancels what it still has in flight; the
   // operations stay here until the provider gives them back.
   void forget(const std::set<Operation*>& ops);

@@ -42,6 +42,9 @@ class OfiTransport final : public Transport {
   MemoryRegistration registerMemory(void* ptr, size_t bytes, MemoryKind kind) override;
   void deregisterMemory(const MemoryRegistration&) override {}
   void abort() override {}
+  // The endpoint: libfabric 1.17's net provider drops the messages a peer
+  // saved from this endpoint, unmatched, when it closes.
+  std::shared_ptr<KeptOpen> keepOpenUntilAllDone() override { return endpoint_; }
 
  private:
   // The provider to open when the communicator chose transports itself,
@@ -50,7 +53,7 @@ class OfiTransport final : public Transport {
   void openEndpoint(const std::string& provider);
 
   TransportContext ctx_;
-  std::unique_ptr<Endpoint> endpoint_;
+  std::shared_ptr<Endpoint> endpoint_;
 };
 
 }  // namespace tidal::ofi
