@@ -12,26 +12,51 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace tidal::test {
 
-// A port that was free a moment ago on 127.0.0.1.
-inline int freePort() {
+// Whether 127.0.0.1:port (0: any) can be bound now; *port gets the port.
+inline bool bindablePort(int* port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  a.sin_port = htons(static_cast<uint16_t>(*port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  if (ok) ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   ::close(fd);
-  return ntohs(a.sin_port);
+  if (ok) *port = ntohs(a.sin_port);
+  return ok;
+}
+
+// A port that was free a moment ago on 127.0.0.1, below the ephemeral range
+// where no test's connect() can take it before rank 0 binds it (as tidalrun
+// chooses its rendezvous port).
+inline int freePort() {
+  int low = 0, high = 0;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (std::fscanf(f, "%d %d", &low, &high) != 2) low = 0;
+    std::fclose(f);
+  }
+  if (low > 11000) {
+    std::random_device random;  // not rand(): every test process would start alike
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      int port = 10000 + static_cast<int>(random() % static_cast<unsigned>(low - 10000));
+      if (bindablePort(&port)) return port;
+    }
+  }
+  int port = 0;
+  bindablePort(&port);
+  return port;
 }
 
 struct ForkedJob {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -190,6 +191,24 @@ TEST(TidalrunEnv, EveryRankGetsTheContract) {
     EXPECT_EQ(env["TIDAL_SECRET"], secret) << "all ranks share one secret";
     EXPECT_EQ(env["EXTRA"], "a=b");
     EXPECT_EQ(env["EMPTY"], "");
+  }
+}
+
+// The rendezvous port comes from below the kernel's ephemeral range, so
+// that no connect() on the host can take it before rank 0 binds it (two jobs
+// side by side once failed so).
+TEST(TidalrunEnv, RendezvousPortIsBelowTheEphemeralRange) {
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0, high = 0;
+  if (!(range >> low >> high) || low <= 11000) GTEST_SKIP() << "ephemeral range starts at " << low;
+  for (int job = 0; job < 5; ++job) {
+    const auto r = tidalrun({"-np", "1"}, {"env", "MASTER_PORT"});
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(MASTER_PORT=(\d+))"))) << r.out;
+    const int port = std::stoi(m[1]);
+    EXPECT_GE(port, 10000);
+    EXPECT_LT(port, low) << "ephemeral range " << low << "-" << high;
   }
 }
 

@@ -6,7 +6,9 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <system_error>
 
@@ -14,21 +16,53 @@
 
 namespace tidalrun {
 
-int pickFreePort() {
+namespace {
+
+// Whether 127.0.0.1:port can be bound now (0: any; *port gets the one bound).
+bool bindable(int* port) {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) throw std::system_error(errno, std::generic_category(), "socket");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-    throw std::system_error(errno, std::generic_category(), "bind 127.0.0.1:0");
-  }
+  addr.sin_port = htons(static_cast<uint16_t>(*port));
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) return false;
   socklen_t len = sizeof addr;
   if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     throw std::system_error(errno, std::generic_category(), "getsockname");
   }
-  return ntohs(addr.sin_port);
+  *port = ntohs(addr.sin_port);
+  return true;
+}
+
+// The lowest port the kernel hands out to connect() and bind(0).
+int ephemeralLow() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0, high = 0;
+  return (in >> low >> high) ? low : 0;
+}
+
+}  // namespace
+
+int pickFreePort() {
+  // Rank 0 binds the port only later. A port from the ephemeral range (what
+  // bind(0) gives) can be taken in between by any connect() on the host, and
+  // with two jobs side by side one was: rank 0 failed with "Address already
+  // in use". Ports below the range are only ever taken by a bind that names
+  // them, so a random free one there is safe from that.
+  constexpr int kLowest = 10000;
+  const int low = ephemeralLow();
+  if (low > kLowest + 1000) {
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      uint32_t r = 0;
+      if (::getrandom(&r, sizeof r, 0) != sizeof r) break;
+      int port = kLowest + static_cast<int>(r % static_cast<uint32_t>(low - kLowest));
+      if (bindable(&port)) return port;
+    }
+  }
+  int port = 0;
+  if (!bindable(&port)) throw std::system_error(errno, std::generic_category(), "bind 127.0.0.1:0");
+  return port;
 }
 
 std::string makeSecret() {

@@ -16,9 +16,11 @@ struct JobIdentity {
   std::string secret;  // 32 lowercase hex digits
 };
 
-// Binds port 0 on 127.0.0.1, reads the port the kernel chose and releases it so
-// rank 0 can listen there. Another process could take it in between; --port is
-// the way out when that matters. Throws std::system_error.
+// A port on 127.0.0.1 that is free now, chosen at random below the kernel's
+// ephemeral range (ip_local_port_range; bind(0) where that range starts too
+// low), and released so that rank 0 can listen there. A process that binds
+// the same port by number could still take it in between; --port is the way
+// out when that matters. Throws std::system_error.
 int pickFreePort();
 
 // 128 random bits from getrandom(), as 32 hex digits. Throws std::system_error.
