@@ -5,6 +5,7 @@ failure message."""
 
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -15,19 +16,47 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "worker.py")
 
 
+def _ephemeral_low():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _bindable(port):
+    try:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+
+
+_given = set()
+
+
 def free_port():
     # Tidal's rendezvous listens on MASTER_PORT + 1 under torchrun-style
     # variables (TIDAL_MASTER_PORT_OFFSET): pick a port whose successor is free too.
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        try:
-            with socket.socket() as s2:
-                s2.bind(("127.0.0.1", port + 1))
-            return port
-        except OSError:
+    # Drawn at random below the kernel's ephemeral range, as tidalrun does: a
+    # port from bind(0) can be taken by any connect() on the host before the
+    # rank binds it (torch_groups failed so, beside other tests), and two
+    # calls here must not return the same port.
+    low = _ephemeral_low()
+    rng = random.SystemRandom()
+    for _ in range(200):
+        if low > 11000:
+            port = rng.randrange(10000, low - 1)
+        else:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+        if {port, port + 1} & _given:
             continue
+        if _bindable(port) and _bindable(port + 1):
+            _given.update({port, port + 1})
+            return port
     raise RuntimeError("no free port pair")
 
 
