@@ -49,7 +49,10 @@ constexpr size_t kEfaRnrRetryInfinite = 7;
 // while still queued in this process would leave with the call and wait for
 // this rank's next call, or be lost if none comes: over the net provider,
 // at 4 ranks, a rank's last Barrier message was lost so when the rank
-// closed its endpoint, and its peer timed out.
+// closed its endpoint, and its peer timed out. Completion is not enough when
+// the message arrived before its receive was posted: the peer's provider may
+// drop such a message once this endpoint closes, which is why a destroyed
+// communicator keeps its endpoint open (comm/close_when_all_done.h).
 fi_info* makeHints(const OfiApi& api, const std::string& provider, bool transmitComplete) {
   fi_info* hints = api.dupinfo(nullptr);  // fi_allocinfo, without its inline
   if (hints == nullptr) fail(tidalSystemError, "fi_dupinfo(NULL) failed: out of memory");
@@ -402,9 +405,9 @@ void Endpoint::forget(const std::set<Operation*>& ops) {
 // 43-63 s (3.5 s on a quiet machine), and 5.6 s with the step. The step is
 // the one the engine sleeps in for planes without descriptors (50 us), and
 // it is only taken once a wait has stopped spinning. A failed fi_trywait
-// keeps the readable descriptor: stepping there too let the net provider's
-// last messages of a job be lost more often when the job's ranks left right
-// after them (a pre-existing fault under load, docs/transports.md).
+// keeps the readable descriptor: stepping there too made the net provider's
+// loss of a job's last messages more frequent (that loss is now prevented at
+// destroy, comm/close_when_all_done.h).
 int Endpoint::waitFd() {
   std::lock_guard lock(mutex_);
   if (cqFd_ < 0) {
