@@ -24,7 +24,6 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kProgressEvery = std::chrono::milliseconds(2);
 
 struct PendingClose {
-  int rank = 0;
   std::unique_ptr<Bootstrap> bootstrap;
   std::vector<std::shared_ptr<KeptOpen>> held;
   Clock::time_point deadline;
@@ -52,7 +51,7 @@ class PendingCloses {
         TIDAL_INFO(Init,
                    "rank {}: exiting before every rank destroyed the communicator (TIDAL_TIMEOUT "
                    "passed since this rank did); closing its links now",
-                   c->rank);
+                   c->bootstrap->rank());
         c->bootstrap->abort();
       }
     }
@@ -95,19 +94,19 @@ class PendingCloses {
         }
       } catch (const std::exception& e) {
         // The provider failed: nothing more can be delivered from here.
-        TIDAL_INFO(Init, "rank {}: progressing a destroyed communicator's links failed: {}", c.rank,
-                   e.what());
+        TIDAL_INFO(Init, "rank {}: progressing a destroyed communicator's links failed: {}",
+                   c.bootstrap->rank(), e.what());
       }
     });
     try {
       c.bootstrap->barrier();
       TIDAL_TRACE(Init, "rank {}: every rank destroyed the communicator; closing its links",
-                  c.rank);
+                  c.bootstrap->rank());
     } catch (const std::exception& e) {
       // A peer that failed, aborted or exited: nothing it could still
       // receive is worth waiting for.
       TIDAL_INFO(Init, "rank {}: closing the communicator's links without every rank's goodbye: {}",
-                 c.rank, e.what());
+                 c.bootstrap->rank(), e.what());
     }
     stop = true;
     progress.join();
@@ -138,10 +137,9 @@ PendingCloses& pendingCloses() {
 
 }  // namespace
 
-void closeWhenAllDone(int rank, std::unique_ptr<Bootstrap> bootstrap,
+void closeWhenAllDone(std::unique_ptr<Bootstrap> bootstrap,
                       std::vector<std::shared_ptr<KeptOpen>> held) {
   auto close = std::make_unique<PendingClose>();
-  close->rank = rank;
   close->bootstrap = std::move(bootstrap);
   close->held = std::move(held);
   close->deadline = Clock::now() + std::chrono::seconds(timeoutSeconds());

@@ -36,7 +36,7 @@ namespace tidal {
 
 // Keeps `held` (and `bootstrap`) until every rank of the communicator has
 // done the same, or the ring fails, or TIDAL_TIMEOUT passes at exit.
-void closeWhenAllDone(int rank, std::unique_ptr<Bootstrap> bootstrap,
+void closeWhenAllDone(std::unique_ptr<Bootstrap> bootstrap,
                       std::vector<std::shared_ptr<KeptOpen>> held);
 
 // How many closes are still waiting for other ranks (tests, diagnostics).

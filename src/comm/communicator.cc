@@ -712,7 +712,7 @@ void Communicator::closeWhenAllDone() {
   }
   if (broken_.load() != tidalSuccess) return;
   // Nothing below uses the ring once this object is being destroyed.
-  tidal::closeWhenAllDone(rank_, std::move(bootstrap_), std::move(held));
+  tidal::closeWhenAllDone(std::move(bootstrap_), std::move(held));
 }
 
 void Communicator::waitForCallsToLeave() const {

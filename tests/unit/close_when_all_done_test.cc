@@ -58,12 +58,12 @@ TEST(CloseWhenAllDone, HoldsUntilEveryRankHasClosed) {
   TwoRanks job;
   std::atomic<bool> closed0{false}, closed1{false};
   std::atomic<int> progressed0{0}, progressed1{0};
-  closeWhenAllDone(0, std::move(job.rank[0]), {std::make_shared<Watched>(closed0, progressed0)});
+  closeWhenAllDone(std::move(job.rank[0]), {std::make_shared<Watched>(closed0, progressed0)});
   std::this_thread::sleep_for(500ms);
   EXPECT_FALSE(closed0) << "rank 0's endpoint closed while rank 1 had not destroyed";
   EXPECT_GT(progressed0.load(), 10) << "what is kept open is not progressed while it waits";
   EXPECT_EQ(closesWaiting(), 1u);
-  closeWhenAllDone(1, std::move(job.rank[1]), {std::make_shared<Watched>(closed1, progressed1)});
+  closeWhenAllDone(std::move(job.rank[1]), {std::make_shared<Watched>(closed1, progressed1)});
   EXPECT_TRUE(becomesTrue(closed0, 10s));
   EXPECT_TRUE(becomesTrue(closed1, 10s));
   const auto until = std::chrono::steady_clock::now() + 5s;
@@ -81,7 +81,7 @@ TEST(CloseWhenAllDone, APeerThatIsGoneEndsTheWait) {
   std::atomic<bool> closed{false};
   std::atomic<int> progressed{0};
   const auto start = std::chrono::steady_clock::now();
-  closeWhenAllDone(0, std::move(job.rank[0]), {std::make_shared<Watched>(closed, progressed)});
+  closeWhenAllDone(std::move(job.rank[0]), {std::make_shared<Watched>(closed, progressed)});
   job.rank[1].reset();
   EXPECT_TRUE(becomesTrue(closed, 10s));
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
