@@ -55,6 +55,9 @@ const std::vector<Definition>& definitions() {
        "without TIDAL_NET; empty: FI_PROVIDER with TIDAL_NET=ofi, efa where an EFA adapter is."},
       {"TIDAL_OFI_REGISTER_ALWAYS", Kind::Bool, "0",
        "ofi: register every buffer (FI_MR_LOCAL) even where the provider does not ask."},
+      {"TIDAL_OFI_COMPLETION", Kind::String, "auto",
+       "ofi: when a send completes: transmit (FI_TRANSMIT_COMPLETE), provider (its default), "
+       "auto (the provider's default where it means the data left the process: net)."},
       // InfiniBand verbs / RoCE transport.
       {"TIDAL_IB_HCA", Kind::String, "",
        "RDMA ports to use: mlx5_0:1,mlx5_1 (prefixes, optional port); ^ excludes; = exact."},

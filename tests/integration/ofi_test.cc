@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "job_fork.h"
 #include "killed_rank.h"
 #include "tidal/tidal.h"
@@ -137,8 +138,10 @@ TEST_P(OfiPathLine, NamesProviderFabricDomainAndAddressFormat) {
     EXPECT_NE(text.find(" domain="), std::string::npos);
     EXPECT_NE(text.find(" addr=FI_"), std::string::npos);
     // Every provider here offers FI_TRANSMIT_COMPLETE, which the endpoint
-    // asks for first (net lost a rank's last message without it).
-    EXPECT_NE(text.find(" completion=transmit"), std::string::npos) << text;
+    // asks for, except where the provider's default suffices (net).
+    const std::string completion =
+        provider == "net" ? " completion=provider-default" : " completion=transmit";
+    EXPECT_NE(text.find(completion), std::string::npos) << text;
   }
 }
 
@@ -245,7 +248,8 @@ TEST(OfiEndpoint, AProviderWithoutAWaitObjectSleepsInShortSteps) {
   std::string why;
   const tidal::ofi::OfiApi* api = tidal::ofi::OfiApi::load(&why);
   if (!api) GTEST_SKIP() << "libfabric not loadable: " << why;
-  tidal::ofi::Endpoint endpoint(*api, 0, "udp;ofi_rxd", /*registerAlways=*/false);
+  tidal::ofi::Endpoint endpoint(*api, 0, "udp;ofi_rxd", /*registerAlways=*/false,
+                                tidal::ofi::SendCompletion::Auto);
   const int rounds = 20;
   int readableAtOnce = 0;
   for (int round = 0; round < rounds; ++round) {
@@ -255,6 +259,42 @@ TEST(OfiEndpoint, AProviderWithoutAWaitObjectSleepsInShortSteps) {
     EXPECT_EQ(::poll(&fd, 1, 1000), 1) << "round " << round << ": not readable within 1 s";
   }
   EXPECT_LT(readableAtOnce, rounds) << "the descriptor never made a wait sleep";
+}
+
+// TIDAL_OFI_COMPLETION: auto asks for FI_TRANSMIT_COMPLETE except on net,
+// whose default completion already means the kernel has the data; transmit
+// and provider force either way. The path line says which the endpoint got.
+TEST(OfiEndpoint, SendCompletionFollowsTheProviderAndTheSetting) {
+  using tidal::ofi::SendCompletion;
+  std::string why;
+  const tidal::ofi::OfiApi* api = tidal::ofi::OfiApi::load(&why);
+  if (!api) GTEST_SKIP() << "libfabric not loadable: " << why;
+  struct Case {
+    const char* provider;
+    SendCompletion completion;
+    const char* pathHas;
+  };
+  for (const Case& c :
+       {Case{"net", SendCompletion::Auto, " completion=provider-default"},
+        Case{"net", SendCompletion::Transmit, " completion=transmit"},
+        Case{"tcp;ofi_rxm", SendCompletion::Auto, " completion=transmit"},
+        Case{"tcp;ofi_rxm", SendCompletion::Provider, " completion=provider-default"}}) {
+    tidal::ofi::Endpoint endpoint(*api, 0, c.provider, /*registerAlways=*/false, c.completion);
+    EXPECT_NE(endpoint.pathText().find(c.pathHas), std::string::npos)
+        << c.provider << " " << static_cast<int>(c.completion) << ": " << endpoint.pathText();
+  }
+  EXPECT_EQ(tidal::ofi::parseSendCompletion("transmit", 3), SendCompletion::Transmit);
+  EXPECT_EQ(tidal::ofi::parseSendCompletion("provider", 3), SendCompletion::Provider);
+  EXPECT_EQ(tidal::ofi::parseSendCompletion("auto", 3), SendCompletion::Auto);
+  try {
+    tidal::ofi::parseSendCompletion("delivery", 3);
+    ADD_FAILURE() << "'delivery' was accepted";
+  } catch (const tidal::Error& e) {
+    EXPECT_EQ(e.code(), tidalInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("rank 3: TIDAL_OFI_COMPLETION='delivery'"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // Stale shm regions (transports/ofi/stale_shm_regions.h): only regions of

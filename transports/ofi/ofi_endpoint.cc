@@ -44,15 +44,11 @@ constexpr size_t kEfaRnrRetryInfinite = 7;
 
 // The hints every search uses; `provider` may be empty. `transmitComplete`
 // asks that a send complete only once the peer's provider has its data
-// (FI_TRANSMIT_COMPLETE), not when it was queued: this transport progresses
-// a manual-progress provider only inside a call, so a send that completed
-// while still queued in this process would leave with the call and wait for
-// this rank's next call, or be lost if none comes: over the net provider,
-// at 4 ranks, a rank's last Barrier message was lost so when the rank
-// closed its endpoint, and its peer timed out. Completion is not enough when
-// the message arrived before its receive was posted: the peer's provider may
-// drop such a message once this endpoint closes, which is why a destroyed
-// communicator keeps its endpoint open (comm/close_when_all_done.h).
+// (FI_TRANSMIT_COMPLETE), not when it was queued (see SendCompletion).
+// Completion is not enough when the message arrived before its receive was
+// posted: the net provider drops such a message once its sender's endpoint
+// closes, which is why a destroyed communicator keeps its endpoint open
+// (comm/close_when_all_done.h).
 fi_info* makeHints(const OfiApi& api, const std::string& provider, bool transmitComplete) {
   fi_info* hints = api.dupinfo(nullptr);  // fi_allocinfo, without its inline
   if (hints == nullptr) fail(tidalSystemError, "fi_dupinfo(NULL) failed: out of memory");
@@ -90,14 +86,34 @@ std::string toText(const OfiApi& api, const void* data, fi_type type) {
   return text;
 }
 
+// Providers whose default send completion already means that the data no
+// longer needs this process, so that Auto leaves it: net (xnet) reports a
+// send when all of it is in the kernel's socket buffer (xnet_progress_tx in
+// libfabric 1.17; FI_TRANSMIT_COMPLETE makes it wait for the receiver's
+// acknowledgement instead). Not tcp;ofi_rxm: rxm completes a small send at
+// once while its bytes may still wait in the process for the socket.
+bool defaultCompletionSuffices(const std::string& provider) { return provider == "net"; }
+
 }  // namespace
 
-Endpoint::Endpoint(const OfiApi& api, int rank, const std::string& provider, bool registerAlways)
+SendCompletion parseSendCompletion(const std::string& text, int rank) {
+  if (text == "auto" || text.empty()) return SendCompletion::Auto;
+  if (text == "transmit") return SendCompletion::Transmit;
+  if (text == "provider") return SendCompletion::Provider;
+  fail(tidalInvalidArgument,
+       "rank {}: TIDAL_OFI_COMPLETION='{}' is not one of auto, transmit, provider", rank, text);
+}
+
+Endpoint::Endpoint(const OfiApi& api, int rank, const std::string& provider, bool registerAlways,
+                   SendCompletion completion)
     : api_(api), rank_(rank), registerAlways_(registerAlways) {
-  // With FI_TRANSMIT_COMPLETE first; a provider without it is still used,
-  // and its path line says so.
+  // With FI_TRANSMIT_COMPLETE first (unless told not to); a provider
+  // without it is still used, and its path line says so.
   int found = -FI_ENODATA;
-  for (const bool transmitComplete : {true, false}) {
+  const std::vector<bool> tries = completion == SendCompletion::Provider
+                                      ? std::vector<bool>{false}
+                                      : std::vector<bool>{true, false};
+  for (const bool transmitComplete : tries) {
     fi_info* hints = makeHints(api, provider, transmitComplete);
     found = api.getinfo(kApiVersion, nullptr, nullptr, 0, hints, &info_);
     api.freeinfo(hints);
@@ -113,6 +129,12 @@ Endpoint::Endpoint(const OfiApi& api, int rank, const std::string& provider, boo
          "rank {}: ofi: fi_getinfo offers no reliable-datagram endpoint (FI_EP_RDM, FI_TAGGED) "
          "for {}: {}; providers offered: {}",
          rank, asked, api.errorText(found), offeredProviders(api));
+  }
+  // The endpoint takes its default send flags from info_ (fi_endpoint).
+  if (completion == SendCompletion::Auto && transmitComplete_ &&
+      defaultCompletionSuffices(info_->fabric_attr->prov_name)) {
+    info_->tx_attr->op_flags &= ~static_cast<uint64_t>(FI_TRANSMIT_COMPLETE);
+    transmitComplete_ = false;
   }
   watch_ =
       std::make_unique<StuckCallWatch>(rank, fmt::format("ofi {}", info_->fabric_attr->prov_name),

@@ -66,8 +66,9 @@ void OfiTransport::openEndpoint(const std::string& provider) {
   std::string why;
   const OfiApi* api = OfiApi::load(&why);
   if (api == nullptr) fail(tidalSystemError, "rank {}: ofi: {}", ctx_.rank, why);
-  endpoint_ = std::make_shared<Endpoint>(*api, ctx_.rank, provider,
-                                         params::getBool("TIDAL_OFI_REGISTER_ALWAYS"));
+  endpoint_ = std::make_shared<Endpoint>(
+      *api, ctx_.rank, provider, params::getBool("TIDAL_OFI_REGISTER_ALWAYS"),
+      parseSendCompletion(params::getString("TIDAL_OFI_COMPLETION"), ctx_.rank));
   TIDAL_INFO(Net, "rank {}: ofi endpoint {} ({} address bytes)", ctx_.rank, endpoint_->pathText(),
              endpoint_->address().size());
 }
