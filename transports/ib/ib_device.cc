@@ -163,7 +163,7 @@ std::shared_ptr<IbDevice> IbDevice::open(const VerbsApi& api, const PortCandidat
   d->pd_ = api.allocPd(d->context_);
   if (d->pd_ == nullptr)
     fail(tidalSystemError, "{}: ibv_alloc_pd failed: {}", where, errnoText(errno));
-  d->cache_ = std::make_unique<RegistrationCache>(api, d->pd_, where);
+  d->cache_ = makeRegistrationCache(api, d->pd_, where);
   d->countersAtStart_ = readHwCounters(sysfsPortDir(port.device, port.port));
   // Non-blocking, so the watcher can poll() it together with its stop fd.
   const int flags = ::fcntl(d->context_->async_fd, F_GETFL);

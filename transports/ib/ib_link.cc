@@ -99,7 +99,7 @@ void IbLink::connect(const std::vector<QpEndpoint>& remote, const PortAddress& p
 }
 
 RegistrationCache::Entry* IbLink::pinOwned(void* p, size_t bytes) {
-  owned_.push_back(device_->cache().pin(p, bytes, MemoryKind::Host, nullptr));
+  owned_.push_back(device_->cache().pin(p, bytes));
   return owned_.back();
 }
 

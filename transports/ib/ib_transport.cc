@@ -303,7 +303,7 @@ MemoryRegistration IbTransport::registerMemory(void* ptr, size_t bytes, MemoryKi
   try {
     for (const auto& d : devices_) {
       const GpuDirect* gpu = d->gpu().mode() == GpuDirect::Mode::Off ? nullptr : &d->gpu();
-      entries.push_back(d->cache().pin(ptr, bytes, kind, gpu));
+      entries.push_back(pinMemory(d->cache(), d->pd(), ptr, bytes, kind, gpu, d->whereText()));
     }
   } catch (...) {
     for (size_t r = 0; r < entries.size(); ++r) devices_[r]->cache().unpin(entries[r]);

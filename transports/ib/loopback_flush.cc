@@ -22,7 +22,7 @@ LoopbackFlush::LoopbackFlush(IbDevice& device) : device_(device), landing_(64) {
   self.mtu = device.activeMtu();
   self.ethernet = device.ethernet();
   qp_->connect(qp_->endpoint(), self, device.activeMtu(), QpOptions{}, what);
-  landingReg_ = device.cache().pin(landing_.data(), landing_.size(), MemoryKind::Host, nullptr);
+  landingReg_ = device.cache().pin(landing_.data(), landing_.size());
 }
 
 LoopbackFlush::~LoopbackFlush() {

@@ -17,6 +17,10 @@ OfiConnection::OfiConnection(Endpoint& endpoint, int selfRank, int peer, Directi
       description_(std::move(description)) {}
 
 OfiConnection::~OfiConnection() {
+  {
+    const auto lock = endpoint_.lock();
+    endpoint_.transfersClosed(chunksLeft_.size());
+  }
   // Cancel what is still posted: the provider must not write into a receive
   // buffer, nor complete into this object, after it is gone.
   endpoint_.forget(inFlight_);
@@ -38,12 +42,14 @@ void OfiConnection::post(void* data, size_t bytes) {
     ++chunks;
   }
   const auto lock = endpoint_.lock();
+  endpoint_.transfersOpened(1);
   chunksLeft_.push_back(chunks);
   // Zero-byte transfers complete at once (no message travels), but only in
   // order.
   uint64_t done = completed_.load(std::memory_order_relaxed);
   while (!chunksLeft_.empty() && chunksLeft_.front() == 0) {
     chunksLeft_.pop_front();
+    endpoint_.transfersClosed(1);
     ++done;
   }
   completed_.store(done, std::memory_order_release);
@@ -54,6 +60,7 @@ void OfiConnection::chunkDone(uint64_t transfer) {
   --chunksLeft_[transfer - done];
   while (!chunksLeft_.empty() && chunksLeft_.front() == 0) {
     chunksLeft_.pop_front();
+    endpoint_.transfersClosed(1);
     ++done;
   }
   completed_.store(done, std::memory_order_release);

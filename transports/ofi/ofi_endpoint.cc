@@ -198,6 +198,21 @@ Endpoint::Endpoint(const OfiApi& api, int rank, const std::string& provider, boo
     maxMessageBytes_ = std::max<size_t>(1, info_->ep_attr->max_msg_size);
     const uint64_t mrMode = static_cast<uint64_t>(info_->domain_attr->mr_mode);
     localMr_ = registerAlways_ || (mrMode & FI_MR_LOCAL) != 0;
+    if (localMr_) {
+      RegistrationCache::Backend backend;
+      backend.tryRegister = [this](uintptr_t start, uintptr_t end, bool writable, int& err) {
+        return registerWindow(start, end, writable, err);
+      };
+      backend.deregister = [](fid_mr* mr) { fi_close(&mr->fid); };
+      backend.failed = [this](uintptr_t start, uintptr_t end, int err) {
+        fail(tidalSystemError,
+             "rank {}: ofi {}: fi_mr_reg of {} bytes at {:#x} failed: {}; the locked-memory "
+             "limit (ulimit -l) is {}",
+             rank_, info_->fabric_attr->prov_name, end - start, start, api_.errorText(-err),
+             memlockText());
+      };
+      cache_ = std::make_unique<RegistrationCache>(std::move(backend));
+    }
     pathText_ = fmt::format("{} fabric={} domain={} addr={} mr=[{}] completion={}{}", prov,
                             info_->fabric_attr->name ? info_->fabric_attr->name : "?",
                             info_->domain_attr->name ? info_->domain_attr->name : "?",
@@ -221,10 +236,9 @@ void Endpoint::close() {
     fi_close(&ep_->fid);
   }
   ep_ = nullptr;
-  for (auto& op : operations_) {
-    if (op->mr) fi_close(&op->mr->fid);
-    op->mr = nullptr;
-  }
+  for (auto& op : operations_) op->registration = nullptr;
+  if (cache_) TIDAL_INFO(Net, "rank {}: ofi registration cache: {}", rank_, cache_->statsText());
+  cache_.reset();  // closes every registration, before the domain
   if (av_) fi_close(&av_->fid);
   av_ = nullptr;
   if (cq_) fi_close(&cq_->fid);
@@ -290,36 +304,44 @@ Operation* Endpoint::acquire(CompletionSink& sink, size_t bytes, uint64_t transf
 }
 
 void Endpoint::release(Operation* op) {
-  if (op->mr) fi_close(&op->mr->fid);
-  op->mr = nullptr;
+  if (op->registration) cache_->release(op->registration);
+  op->registration = nullptr;
   op->sink = nullptr;
   (op->recv ? rxInFlight_ : txInFlight_)--;
   free_.push_back(op);
 }
 
 // FI_MR_LOCAL: the provider needs a registration's descriptor for every
-// local buffer. Each operation registers its own range and closes it when it
-// completes, which is always correct (nothing stale survives a free) though
-// it costs a registration per chunk; a cache is the next step on EFA.
-void* Endpoint::describeMemory(Operation& op, const void* buf, size_t bytes, uint64_t access) {
+// local buffer. The registration cache registers page windows around the
+// buffer, so the next chunks of it hit; its transient windows are closed
+// when a transfer opens while no transfer of any connection is open
+// (transfersOpened), which is always so between two calls, so nothing stale
+// survives a free between calls.
+void* Endpoint::describeMemory(Operation& op, const void* buf, size_t bytes) {
   if (!localMr_ || bytes == 0) return nullptr;
+  op.registration = cache_->acquire(buf, bytes);
+  return fi_mr_desc(op.registration->mr);
+}
+
+// A window for the cache: send and receive access (send only where the
+// mapping is read-only). `err` is a positive errno value on failure.
+fid_mr* Endpoint::registerWindow(uintptr_t start, uintptr_t end, bool writable, int& err) {
   const uint64_t mrMode = static_cast<uint64_t>(info_->domain_attr->mr_mode);
   const uint64_t key = (mrMode & FI_MR_PROV_KEY) ? 0 : nextKey_++;
-  int ret = fi_mr_reg(domain_, buf, bytes, access, 0, key, 0, &op.mr, nullptr);
+  const uint64_t access = writable ? (FI_SEND | FI_RECV) : FI_SEND;
+  fid_mr* mr = nullptr;
+  StuckCallWatch::Scope watched(*watch_, "fi_mr_reg");
+  int ret = fi_mr_reg(domain_, reinterpret_cast<void*>(start), end - start, access, 0, key, 0, &mr,
+                      nullptr);
+  if (ret == 0 && (mrMode & FI_MR_ENDPOINT)) {
+    if ((ret = fi_mr_bind(mr, &ep_->fid, 0)) == 0) ret = fi_mr_enable(mr);
+    if (ret) fi_close(&mr->fid);
+  }
   if (ret) {
-    op.mr = nullptr;
-    fail(tidalSystemError,
-         "rank {}: ofi {}: fi_mr_reg of {} bytes at {} failed: {} (check ulimit -l)", rank_,
-         info_->fabric_attr->prov_name, bytes, buf, api_.errorText(ret));
+    err = -ret;
+    return nullptr;
   }
-  if (mrMode & FI_MR_ENDPOINT) {
-    if ((ret = fi_mr_bind(op.mr, &ep_->fid, 0)) || (ret = fi_mr_enable(op.mr))) {
-      fi_close(&op.mr->fid);
-      op.mr = nullptr;
-      failCall("fi_mr_bind/fi_mr_enable", ret);
-    }
-  }
-  return fi_mr_desc(op.mr);
+  return mr;
 }
 
 Operation* Endpoint::startSend(CompletionSink& sink, const void* buf, size_t bytes, int peer,
@@ -346,7 +368,7 @@ Operation* Endpoint::start(CompletionSink& sink, const void* buf, size_t bytes, 
   ++(recv ? rxInFlight_ : txInFlight_);
   Operation* op = acquire(sink, bytes, transfer, recv);
   try {
-    void* desc = describeMemory(*op, buf, bytes, recv ? FI_RECV : FI_SEND);
+    void* desc = describeMemory(*op, buf, bytes);
     const ssize_t ret = postCall(desc, *op);
     if (ret == 0) {
       sink.onStarted(*op);
@@ -405,6 +427,13 @@ int Endpoint::poll() {
     if (static_cast<size_t>(n) < kCqBatch) return done;
   }
 }
+
+void Endpoint::transfersOpened(size_t n) {
+  if (openTransfers_ == 0 && n > 0 && cache_) cache_->retireTransient();
+  openTransfers_ += n;
+}
+
+void Endpoint::transfersClosed(size_t n) { openTransfers_ -= std::min(n, openTransfers_); }
 
 void Endpoint::forget(const std::set<Operation*>& ops) {
   std::lock_guard lock(mutex_);

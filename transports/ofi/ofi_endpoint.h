@@ -36,11 +36,15 @@
 
 #include "core/stuck_call_watch.h"
 #include "transports/ofi/ofi_api.h"
+#include "transports/registration_cache.h"
 #include "transports/transport.h"
 
 namespace tidal::ofi {
 
 class CompletionSink;
+
+// FI_MR_LOCAL registrations, cached (transports/registration_cache.h).
+using RegistrationCache = tidal::RegistrationCache<fid_mr>;
 
 // One send or receive in flight. `context` must stay first: with mode
 // FI_CONTEXT/FI_CONTEXT2 the provider owns the fi_context2 the op_context
@@ -50,7 +54,7 @@ struct Operation {
   CompletionSink* sink = nullptr;  // null once its connection is gone
   uint64_t transfer = 0;           // the sink's transfer index
   size_t bytes = 0;
-  fid_mr* mr = nullptr;  // a registration for this operation alone (FI_MR_LOCAL)
+  RegistrationCache::Entry* registration = nullptr;  // FI_MR_LOCAL: the buffer's window
   bool recv = false;
 };
 
@@ -122,6 +126,12 @@ class Endpoint final : public KeptOpen {
   // the completion queue, so that a manual-progress provider still sends
   // the acknowledgements its peers wait for.
   void progress() override { poll(); }
+  // Transfers (Connection::post) of every connection that have not finished;
+  // called with lock() held. One opened while none is open starts new
+  // traffic, between calls or at a step of one: the registration cache
+  // retires its transient windows first (registration_cache.h).
+  void transfersOpened(size_t n);
+  void transfersClosed(size_t n);
   // A connection that goes away cancels what it still has in flight; the
   // operations stay here until the provider gives them back.
   void forget(const std::set<Operation*>& ops);
@@ -133,6 +143,8 @@ class Endpoint final : public KeptOpen {
   // says not, and a timer that fires after kProgressStep when the CQ has no
   // wait fd (see waitFd in the .cc).
   int waitFd();
+  // The registration cache's counts; null where buffers are not registered.
+  const RegistrationStats* registrationStats() const { return cache_ ? &cache_->stats() : nullptr; }
 
  private:
   void close();
@@ -143,7 +155,8 @@ class Endpoint final : public KeptOpen {
   Operation* start(CompletionSink& sink, const void* buf, size_t bytes, uint64_t transfer,
                    bool recv, PostCall&& postCall);
   void release(Operation* op);
-  void* describeMemory(Operation& op, const void* buf, size_t bytes, uint64_t access);
+  void* describeMemory(Operation& op, const void* buf, size_t bytes);
+  fid_mr* registerWindow(uintptr_t start, uintptr_t end, bool writable, int& err);
   [[noreturn]] void failCall(const char* call, int ret) const;
 
   const OfiApi& api_;
@@ -168,6 +181,8 @@ class Endpoint final : public KeptOpen {
   size_t txCapacity_ = 0, rxCapacity_ = 0;
   size_t txInFlight_ = 0, rxInFlight_ = 0;
   uint64_t nextKey_ = 1;
+  std::unique_ptr<RegistrationCache> cache_;  // with localMr_
+  size_t openTransfers_ = 0;                  // see transfersOpened
   std::map<int, fi_addr_t> peers_;
   std::vector<std::unique_ptr<Operation>> operations_;
   std::vector<Operation*> free_;
