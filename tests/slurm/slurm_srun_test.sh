@@ -35,11 +35,23 @@ munged -f -F --key-file="$dir/munge.key" --socket="$dir/munge.sock" \
   --pid-file="$dir/munged.pid" --log-file="$dir/munged.log" --seed-file="$dir/munge.seed" >"$dir/munged.out.log" 2>&1 &
 pids+=($!)
 
-# Free ports for slurmctld and slurmd.
-read -r cport dport < <(python3 -c 'import socket
-s=[socket.socket() for _ in range(2)]
-[x.bind(("127.0.0.1",0)) for x in s]
-print(*[x.getsockname()[1] for x in s])')
+# Free ports for slurmctld and slurmd, drawn at random below the kernel's
+# ephemeral range as tidalrun draws its own (a port from bind(0) comes from
+# the pool every outgoing connection on the host draws from, and a test
+# beside this one may take it before slurmctld binds it).
+read -r cport dport < <(python3 -c 'import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+rng, ports = random.SystemRandom(), []
+while len(ports) < 2:
+    with socket.socket() as x:
+        try:
+            x.bind(("127.0.0.1", rng.randrange(10000, low) if low > 11000 else 0))
+        except OSError:
+            continue  # taken: draw again
+        p = x.getsockname()[1]
+    if p not in ports:
+        ports.append(p)
+print(*ports)')
 host=$(hostname -s)
 mkdir -p "$dir/state" "$dir/spool"
 cat >"$dir/slurm.conf" <<CONF
