@@ -265,25 +265,36 @@ TEST(OfiEndpoint, AProviderWithoutAWaitObjectSleepsInShortSteps) {
 // TIDAL_OFI_COMPLETION: auto asks for FI_TRANSMIT_COMPLETE except on net,
 // whose default completion already means the kernel has the data; transmit
 // and provider force either way. The path line says which the endpoint got.
-TEST(OfiEndpoint, SendCompletionFollowsTheProviderAndTheSetting) {
-  using tidal::ofi::SendCompletion;
+// The net cases have a suite of their own (OfiNetEndpoint), which the ASan
+// stage of CI leaves out with the other net suites: net's fi_endpoint leaks
+// the fi_info it copies (.ci/run).
+struct CompletionCase {
+  const char* provider;
+  tidal::ofi::SendCompletion completion;
+  const char* pathHas;
+};
+
+void expectPathLines(const std::vector<CompletionCase>& cases) {
   std::string why;
   const tidal::ofi::OfiApi* api = tidal::ofi::OfiApi::load(&why);
   if (!api) GTEST_SKIP() << "libfabric not loadable: " << why;
-  struct Case {
-    const char* provider;
-    SendCompletion completion;
-    const char* pathHas;
-  };
-  for (const Case& c :
-       {Case{"net", SendCompletion::Auto, " completion=provider-default"},
-        Case{"net", SendCompletion::Transmit, " completion=transmit"},
-        Case{"tcp;ofi_rxm", SendCompletion::Auto, " completion=transmit"},
-        Case{"tcp;ofi_rxm", SendCompletion::Provider, " completion=provider-default"}}) {
+  for (const CompletionCase& c : cases) {
     tidal::ofi::Endpoint endpoint(*api, 0, c.provider, /*registerAlways=*/false, c.completion);
     EXPECT_NE(endpoint.pathText().find(c.pathHas), std::string::npos)
         << c.provider << " " << static_cast<int>(c.completion) << ": " << endpoint.pathText();
   }
+}
+
+TEST(OfiNetEndpoint, AutoLeavesNetItsDefaultCompletionAndTransmitForcesTheFlag) {
+  using tidal::ofi::SendCompletion;
+  expectPathLines({{"net", SendCompletion::Auto, " completion=provider-default"},
+                   {"net", SendCompletion::Transmit, " completion=transmit"}});
+}
+
+TEST(OfiEndpoint, SendCompletionFollowsTheProviderAndTheSetting) {
+  using tidal::ofi::SendCompletion;
+  expectPathLines({{"tcp;ofi_rxm", SendCompletion::Auto, " completion=transmit"},
+                   {"tcp;ofi_rxm", SendCompletion::Provider, " completion=provider-default"}});
   EXPECT_EQ(tidal::ofi::parseSendCompletion("transmit", 3), SendCompletion::Transmit);
   EXPECT_EQ(tidal::ofi::parseSendCompletion("provider", 3), SendCompletion::Provider);
   EXPECT_EQ(tidal::ofi::parseSendCompletion("auto", 3), SendCompletion::Auto);
