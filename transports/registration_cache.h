@@ -74,7 +74,7 @@ class RegistrationCache {
     // which can only be a send source).
     std::function<Mr*(uintptr_t start, uintptr_t end, bool writable, int& err)> tryRegister;
     std::function<void(Mr*)> deregister;
-    // Throws the transport's error for a registration that failed.
+    // Throws the transport's error for a registration that failed; must not return.
     std::function<void(uintptr_t start, uintptr_t end, int err)> failed;
   };
 
@@ -143,23 +143,14 @@ class RegistrationCache {
   Entry* pin(void* p, size_t bytes) {
     const auto addr = reinterpret_cast<uintptr_t>(p);
     const uintptr_t start = pageDown(addr), end = pageUp(addr + std::max<size_t>(bytes, 1));
-    return adopt(start, end, registerRange(start, end, true), MemoryKind::Host);
+    return keep(start, end, registerRange(start, end, true), MemoryKind::Host);
   }
   // A registration the transport made itself (device memory, registered
   // exactly rather than by host pages), kept as a pinned entry.
   Entry* adopt(uintptr_t start, uintptr_t end, Mr* mr, MemoryKind kind) {
-    auto e = std::make_unique<Entry>();
-    e->start = start;
-    e->end = end;
-    e->mr = mr;
-    e->pinned = true;
-    e->kind = kind;
-    if (kind != MemoryKind::Host) {
-      ++stats_.registrations;
-      stats_.bytesRegistered += end - start;
-    }
-    entries_.push_back(std::move(e));
-    return entries_.back().get();
+    ++stats_.registrations;
+    stats_.bytesRegistered += end - start;
+    return keep(start, end, mr, kind);
   }
   void unpin(Entry* entry) {
     entry->retired = true;
@@ -184,6 +175,17 @@ class RegistrationCache {
   std::string statsText() const { return stats_.text(); }
 
  private:
+  // A pinned entry for a registration already counted.
+  Entry* keep(uintptr_t start, uintptr_t end, Mr* mr, MemoryKind kind) {
+    auto e = std::make_unique<Entry>();
+    e->start = start;
+    e->end = end;
+    e->mr = mr;
+    e->pinned = true;
+    e->kind = kind;
+    entries_.push_back(std::move(e));
+    return entries_.back().get();
+  }
   Entry* find(uintptr_t start, uintptr_t end) {
     Entry* best = nullptr;
     for (auto& e : entries_) {
@@ -206,6 +208,7 @@ class RegistrationCache {
     Mr* mr = tryRegister(start, end, writable, err);
     if (mr == nullptr) {
       backend_.failed(start, end, err);
+      // Not reached: failed() throws (a std::function cannot say noreturn).
       fail(tidalInternalError, "registration of {} bytes at {:#x} failed", end - start, start);
     }
     return mr;

@@ -42,7 +42,7 @@ void OfiConnection::post(void* data, size_t bytes) {
     ++chunks;
   }
   const auto lock = endpoint_.lock();
-  endpoint_.transfersOpened(1);
+  endpoint_.transferOpened();
   chunksLeft_.push_back(chunks);
   // Zero-byte transfers complete at once (no message travels), but only in
   // order.

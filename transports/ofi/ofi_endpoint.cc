@@ -315,7 +315,7 @@ void Endpoint::release(Operation* op) {
 // local buffer. The registration cache registers page windows around the
 // buffer, so the next chunks of it hit; its transient windows are closed
 // when a transfer opens while no transfer of any connection is open
-// (transfersOpened), which is always so between two calls, so nothing stale
+// (transferOpened), which is always so between two calls, so nothing stale
 // survives a free between calls.
 void* Endpoint::describeMemory(Operation& op, const void* buf, size_t bytes) {
   if (!localMr_ || bytes == 0) return nullptr;
@@ -428,9 +428,8 @@ int Endpoint::poll() {
   }
 }
 
-void Endpoint::transfersOpened(size_t n) {
-  if (openTransfers_ == 0 && n > 0 && cache_) cache_->retireTransient();
-  openTransfers_ += n;
+void Endpoint::transferOpened() {
+  if (openTransfers_++ == 0 && cache_) cache_->retireTransient();
 }
 
 void Endpoint::transfersClosed(size_t n) { openTransfers_ -= std::min(n, openTransfers_); }

@@ -130,7 +130,7 @@ class Endpoint final : public KeptOpen {
   // called with lock() held. One opened while none is open starts new
   // traffic, between calls or at a step of one: the registration cache
   // retires its transient windows first (registration_cache.h).
-  void transfersOpened(size_t n);
+  void transferOpened();
   void transfersClosed(size_t n);
   // A connection that goes away cancels what it still has in flight; the
   // operations stay here until the provider gives them back.
@@ -182,7 +182,7 @@ class Endpoint final : public KeptOpen {
   size_t txInFlight_ = 0, rxInFlight_ = 0;
   uint64_t nextKey_ = 1;
   std::unique_ptr<RegistrationCache> cache_;  // with localMr_
-  size_t openTransfers_ = 0;                  // see transfersOpened
+  size_t openTransfers_ = 0;                  // see transferOpened
   std::map<int, fi_addr_t> peers_;
   std::vector<std::unique_ptr<Operation>> operations_;
   std::vector<Operation*> free_;
