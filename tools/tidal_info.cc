@@ -7,7 +7,8 @@
 //                        GPUs and NICs with the PCIe class between each pair
 //                        (as nvidia-smi topo -m), and each local rank's NICs,
 //                        GDR decision and CPU set (docs/topology.md)
-//   tidal-info --tuning --nranks N [--hosts H] [--max-bytes B] [--collective C]
+//   tidal-info --tuning --nranks N [--hosts H] [--min-bytes B] [--max-bytes B]
+//              [--step-factor F] [--collective C]
 //                        the tuner's predicted time of each algorithm by size,
 //                        and what the rules pick (tidal_info_tuning.cc)
 //
@@ -150,9 +151,14 @@ int main(int argc, char** argv) {
   app.add_option("--hosts", tuningOptions.hosts,
                  "With --tuning: hosts the ranks are spread over, in blocks (default 1)")
       ->check(CLI::Range(1, 1024));
+  app.add_option("--min-bytes", tuningOptions.minBytes, "With --tuning: smallest size (default 8)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 34));
   app.add_option("--max-bytes", tuningOptions.maxBytes,
-                 "With --tuning: largest size, from 8 B by factors of 8 (default 1 GiB)")
-      ->check(CLI::Range(size_t{8}, size_t{1} << 34));
+                 "With --tuning: largest size (default 1 GiB)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 34));
+  app.add_option("--step-factor", tuningOptions.stepFactor,
+                 "With --tuning: each size times this is the next (default 8)")
+      ->check(CLI::Range(size_t{2}, size_t{1} << 20));
   app.add_option("--collective", tuningOptions.collective,
                  "With --tuning: only this one (AllReduce, AllGather, ReduceScatter, Broadcast, "
                  "Reduce)")
@@ -170,6 +176,11 @@ int main(int argc, char** argv) {
     if (tuningOptions.hosts > tuningOptions.nranks) {
       std::fprintf(stderr, "tidal-info: error: --hosts %d is more than --nranks %d\n",
                    tuningOptions.hosts, tuningOptions.nranks);
+      return 2;
+    }
+    if (tuningOptions.minBytes > tuningOptions.maxBytes) {
+      std::fprintf(stderr, "tidal-info: error: --min-bytes %zu is more than --max-bytes %zu\n",
+                   tuningOptions.minBytes, tuningOptions.maxBytes);
       return 2;
     }
     return printTuning(tuningOptions);

@@ -96,7 +96,7 @@ int printTuning(const TuningOptions& o) {
       if (!o.collective.empty() && o.collective != tidal::tuner::collectiveName(c)) continue;
       std::printf("\n%s\n", tidal::tuner::collectiveName(c));
       bool header = false;
-      for (size_t bytes = 8; bytes <= o.maxBytes; bytes *= 8) {
+      for (size_t bytes = o.minBytes; bytes <= o.maxBytes; bytes *= o.stepFactor) {
         const auto estimates =
             tidal::tuner::estimate(c, bytes, {o.nranks, perHost}, chunkBytes, model);
         if (!header) {

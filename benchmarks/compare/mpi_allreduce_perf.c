@@ -1,8 +1,9 @@
 /*
  * MPI_Allreduce timed the way all_reduce_perf times tidalAllReduce, or (with
  * --collective alltoall) MPI_Alltoall timed the way alltoall_perf times
- * tidalAlltoAll, printing the same nccl-tests table so compare.sh can line
- * them up.
+ * tidalAlltoAll, or (--collective broadcast) MPI_Bcast from rank 0 timed the
+ * way broadcast_perf times tidalBroadcast, printing the same nccl-tests table
+ * so compare.sh can line them up.
  *
  *   mpirun -np 4 build/benchmarks/mpi_allreduce_perf -b 8 -e 64M -f 4
  *   mpirun -np 4 build/benchmarks/mpi_allreduce_perf --collective alltoall -b 8 -e 64M -f 4
@@ -11,7 +12,8 @@
  * -i/--stepbytes, -f/--stepfactor, -n/--iters, -w/--warmup_iters,
  * -m/--agg_iters, -c/--check, -a/--average, -z/--blocking, -d/--datatype
  * (float|double), -o/--op (sum; allreduce only), and --collective
- * (allreduce|alltoall, default allreduce; -C is nccl-tests' report_cputime).
+ * (allreduce|alltoall|broadcast, default allreduce; -C is nccl-tests'
+ * report_cputime).
  *
  * Out-of-place passes separate buffers; in-place passes MPI_IN_PLACE.
  * Allreduce inputs are small integers so the float sum is exact in any order
@@ -22,6 +24,12 @@
  * count printed) goes to one rank; busbw = algbw * (n-1)/n. Every element
  * names its sender and its place, so a block landing at the wrong rank or
  * offset is counted wrong.
+ *
+ * Broadcast: MPI_Bcast is in place, so out-of-place copies the root's send
+ * buffer into its receive buffer first (a copy of the message, as NCCL's
+ * out-of-place broadcast makes); busbw = algbw. Every rank but the root
+ * fills its buffer with values of its own, so a broadcast that moved nothing
+ * is counted wrong.
  */
 #define _GNU_SOURCE /* getopt_long, gethostname, posix_memalign */
 #include <getopt.h>
@@ -36,7 +44,7 @@ typedef struct {
   size_t minBytes, maxBytes, stepBytes, stepFactor;
   int iters, warmupIters, aggIters, check, average, blocking;
   int isDouble;   /* 0: float, 1: double */
-  int isAlltoall; /* 0: MPI_Allreduce, 1: MPI_Alltoall */
+  int collective; /* 0: MPI_Allreduce, 1: MPI_Alltoall, 2: MPI_Bcast */
 } Options;
 
 static int rank_ = 0, nranks_ = 1;
@@ -89,12 +97,12 @@ static int parseSize(const char* text, size_t* out) {
 
 static void usage(const char* argv0) {
   if (rank_ == 0) {
-    fprintf(
-        stderr,
-        "usage: %s [-b minbytes] [-e maxbytes] [-i stepbytes] [-f stepfactor] [-n iters]\n"
-        "          [-w warmup_iters] [-m agg_iters] [-c check] [-a average 0-3]\n"
-        "          [-z blocking] [-d float|double] [-o sum] [--collective allreduce|alltoall]\n",
-        argv0);
+    fprintf(stderr,
+            "usage: %s [-b minbytes] [-e maxbytes] [-i stepbytes] [-f stepfactor] [-n iters]\n"
+            "          [-w warmup_iters] [-m agg_iters] [-c check] [-a average 0-3]\n"
+            "          [-z blocking] [-d float|double] [-o sum] [--collective "
+            "allreduce|alltoall|broadcast]\n",
+            argv0);
   }
 }
 
@@ -126,7 +134,7 @@ static int parseOptions(int argc, char** argv, Options* o) {
   o->average = 1;
   o->blocking = 0;
   o->isDouble = 0;
-  o->isAlltoall = 0;
+  o->collective = 0;
   while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:m:c:a:z:d:o:h", longOptions, NULL)) != -1) {
     int ok = 1;
     switch (c) {
@@ -173,8 +181,9 @@ static int parseOptions(int argc, char** argv, Options* o) {
         ok = !strcmp(optarg, "sum");
         break;
       case 'K':
-        ok = !strcmp(optarg, "allreduce") || !strcmp(optarg, "alltoall");
-        o->isAlltoall = !strcmp(optarg, "alltoall");
+        ok = !strcmp(optarg, "allreduce") || !strcmp(optarg, "alltoall") ||
+             !strcmp(optarg, "broadcast");
+        o->collective = !strcmp(optarg, "alltoall") ? 1 : !strcmp(optarg, "broadcast") ? 2 : 0;
         break;
       default:
         usage(argv[0]);
@@ -261,12 +270,38 @@ static long long alltoallWrong(const void* buf, size_t count, int isDouble) {
   return wrong;
 }
 
+static double broadcastBusFactor(void) { return 1.0; }
+
+static void broadcastCall(const void* send, void* recv, size_t count, MPI_Datatype type) {
+  if (send != MPI_IN_PLACE && rank_ == 0) {
+    int size = 0;
+    MPI_Type_size(type, &size);
+    memcpy(recv, send, count * (size_t)size);
+  }
+  MPI_Bcast(recv, (int)count, type, 0, MPI_COMM_WORLD);
+}
+
+static void broadcastFill(void* buf, size_t count, int isDouble) {
+  size_t i;
+  for (i = 0; i < count; i++) store(buf, i, inputValue(rank_, i) + (rank_ ? 100 : 0), isDouble);
+}
+
+static long long broadcastWrong(const void* buf, size_t count, int isDouble) {
+  long long wrong = 0;
+  size_t i;
+  for (i = 0; i < count; i++) wrong += differs(buf, i, inputValue(0, i), isDouble);
+  return wrong;
+}
+
 static const Collective kAllreduce = {
     "MPI_Allreduce",    "sum",         sameCount,     sameCount,
     allreduceBusFactor, allreduceCall, allreduceFill, allreduceWrong};
 static const Collective kAlltoall = {
     "MPI_Alltoall",    "none",       alltoallBufferCount, alltoallCallCount,
     alltoallBusFactor, alltoallCall, alltoallFill,        alltoallWrong};
+static const Collective kBroadcast = {
+    "MPI_Bcast",        "none",        sameCount,     sameCount,
+    broadcastBusFactor, broadcastCall, broadcastFill, broadcastWrong};
 
 static double combineTimes(double seconds, int average) {
   double result = seconds;
@@ -350,7 +385,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
-  coll = o.isAlltoall ? &kAlltoall : &kAllreduce;
+  coll = o.collective == 1 ? &kAlltoall : o.collective == 2 ? &kBroadcast : &kAllreduce;
   type = o.isDouble ? MPI_DOUBLE : MPI_FLOAT;
   elem = o.isDouble ? sizeof(double) : sizeof(float);
   bytes = o.maxBytes < 4096 ? 4096 : (o.maxBytes + 4095) / 4096 * 4096;

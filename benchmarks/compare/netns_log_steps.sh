@@ -2,76 +2,80 @@
 # Small collectives across namespaced hosts: the log-step algorithms against
 # the linear ones they replace under auto, interleaved round by round so a
 # noisy machine treats both alike.
-#   benchmarks/compare/netns_log_steps.sh BUILD [HOSTS] [ROUNDS]
-# HOSTS namespaced hosts (default 8) x 1 rank, joined by veths and a bridge
-# (tests/fault/netns_hosts.sh), so every pair talks TCP across a veth. Each
-# round runs, at 8 B, 1 KiB and 32 KiB (AllGather: in all, over the ranks):
-#   AllReduce  ring | rd (recursive doubling) | rabenseifner
-#   Broadcast  chain | tree (binomial)
+#   benchmarks/compare/netns_log_steps.sh BUILD [HOSTS] [ROUNDS] [DELAY]
+# HOSTS namespaced hosts (default 8) x 1 rank (tests/fault/netns_hosts.sh),
+# so every pair talks TCP between namespaces. DELAY (netem's units, e.g.
+# 200us) holds every packet that long on its way between hosts: through tc
+# netem where the kernel has it, else through netns_delay_switch (built in
+# BUILD/tests/fault). Without DELAY the hosts are joined by veths and a
+# bridge. Each round runs, at 8 B, 512 B and 32 KiB (AllGather: in all, over
+# the ranks):
+#   AllReduce  ring | rd (recursive doubling) | rabenseifner | Open MPI
+#   Broadcast  chain | tree (binomial) | Open MPI
 #   AllGather  ring | bruck
-#   AllReduce  Open MPI (its tuned collectives; where mpirun and
-#              mpi_allreduce_perf were built), one rank per namespace too
-# and prints the out-of-place time in microseconds; at the end the medians.
-# With more ranks than cores every wait must yield: TIDAL_BUSY_POLL=0 (a rank
-# alone in its namespace would otherwise busy-poll) and Open MPI's
-# mpi_yield_when_idle=1. Needs root (ip netns). Run it on a quiet machine.
+# and, at 1 MiB and 16 MiB, AllReduce ring | auto (what the rules pick).
+# Open MPI runs (its tuned collectives; where mpirun and mpi_allreduce_perf
+# were built) one rank per namespace too, on the same kind of links. It
+# prints the out-of-place time in microseconds; at the end the medians.
+# Broadcast also runs with -z 1 (a barrier after each call, "blocking"): back
+# to back, a rooted call's signature check around the ring (TIDAL_CHECK_CALLS)
+# keeps Tidal's broadcasts from overlapping one another, while MPI_Bcast's
+# root returns as soon as its sends are out, so the two modes measure
+# different things (docs/benchmarks.md).
+# With more ranks than cores a wait must not keep the core: Tidal's ranks
+# sleep at once (TIDAL_BUSY_POLL=0 TIDAL_SPIN_US=0 unless set: a rank alone
+# in its namespace would otherwise busy-poll, and yielding ranks take the
+# cores from the one whose data has come), Open MPI's yield
+# (mpi_yield_when_idle=1, it cannot sleep). Needs root (ip netns). Run it on
+# a quiet machine.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 hosts=${2:-8}
 rounds=${3:-5}
+delay=${4:-}
 netns=$(cd "$(dirname "$0")/../../tests/fault" && pwd)/netns_hosts.sh
-run() {  # VAR=value binary -> "size:time size:time ..."
-  env "$1" NETNS_TIMEOUT=120 "$netns" -H "$hosts" -L 1 -- "$build/benchmarks/$2" \
-    -b 8 -e 32768 -f 64 -n 200 -w 20 2>&1 |
+export NETNS_SWITCH=${NETNS_SWITCH:-$build/tests/fault/netns_delay_switch}
+export TIDAL_BUSY_POLL=${TIDAL_BUSY_POLL:-0} TIDAL_SPIN_US=${TIDAL_SPIN_US:-0} NETNS_TIMEOUT=300
+small="-b 8 -e 32768 -f 64 -n 100 -w 20"
+large="-b 1M -e 16M -f 16 -n 10 -w 2"
+# run LAUNCH SETTING BINARY SIZES [ARGS...] -> "size:time size:time ..."
+# LAUNCH is "" (Tidal's environment) or -M (under mpirun); SETTING a VAR=value.
+run() {
+  local launch=$1 setting=$2 binary=$3 sizes=$4
+  shift 4
+  # shellcheck disable=SC2086  # launch and sizes are lists of words
+  env "$setting" "$netns" $launch -H "$hosts" -L 1 ${delay:+-d "$delay"} -- \
+    "$build/benchmarks/$binary" $sizes "$@" 2>&1 |
     awk '$1 ~ /^[0-9]+$/ && NF > 8 {printf "%s:%s ", $1, $6}'
 }
-export TIDAL_BUSY_POLL=0
-# Open MPI starts one orted per "host" through an rsh agent that enters the
-# host's namespace; they reach mpirun on the bridge's address.
-mpi_netns() {
-  [ -x "$build/benchmarks/mpi_allreduce_perf" ] && command -v mpirun >/dev/null || return 0
-  local tag="tmpi$$" dir
-  dir=$(mktemp -d)
-  ip link add "${tag}br" type bridge && ip link set "${tag}br" up &&
-    ip addr add 10.233.0.254/24 dev "${tag}br" || return 0
-  for ((h = 0; h < hosts; h++)); do
-    ip netns add "${tag}h$h"
-    ip link add "${tag}v$h" type veth peer name "${tag}p$h"
-    ip link set "${tag}v$h" master "${tag}br" up
-    ip link set "${tag}p$h" netns "${tag}h$h"
-    ip -n "${tag}h$h" addr add "10.233.0.$((h + 1))/24" dev "${tag}p$h"
-    ip -n "${tag}h$h" link set "${tag}p$h" up
-    ip -n "${tag}h$h" link set lo up
-    echo "10.233.0.$((h + 1)) slots=1" >>"$dir/hosts"
-  done
-  cat >"$dir/agent" <<AGENT
-#!/bin/sh
-# mpirun calls: agent [ssh options] HOST COMMAND...
-while [ "\${1#-}" != "\$1" ]; do shift; done
-host=\$1; shift
-exec ip netns exec ${tag}h\$((\${host##*.} - 1)) sh -c "\$*"
-AGENT
-  chmod +x "$dir/agent"
-  timeout 120 mpirun --allow-run-as-root -np "$hosts" --hostfile "$dir/hosts" \
-    --mca plm_rsh_agent "$dir/agent" --mca pml ob1 --mca btl tcp,self \
-    --mca btl_tcp_if_include 10.233.0.0/24 --mca oob_tcp_if_include 10.233.0.0/24 \
-    --mca mpi_yield_when_idle 1 "$build/benchmarks/mpi_allreduce_perf" -b 8 -e 32768 -f 64 \
-    -n 200 -w 20 2>&1 | awk '$1 ~ /^[0-9]+$/ && NF > 8 {printf "%s:%s ", $1, $6}'
-  for ((h = 0; h < hosts; h++)); do ip netns del "${tag}h$h"; done
-  ip link del "${tag}br"
-  rm -rf "$dir"
-}
+mpi=0
+[ -x "$build/benchmarks/mpi_allreduce_perf" ] && command -v mpirun >/dev/null && mpi=1
 log=$(mktemp)
 for i in $(seq 1 "$rounds"); do
-  for cfg in "TIDAL_ALLREDUCE_ALGO=ring all_reduce_perf" "TIDAL_ALLREDUCE_ALGO=rd all_reduce_perf" \
-             "TIDAL_ALLREDUCE_ALGO=rabenseifner all_reduce_perf" \
-             "TIDAL_BROADCAST_ALGO=chain broadcast_perf" "TIDAL_BROADCAST_ALGO=tree broadcast_perf" \
-             "TIDAL_ALLGATHER_ALGO=ring all_gather_perf" "TIDAL_ALLGATHER_ALGO=bruck all_gather_perf"; do
-    # shellcheck disable=SC2086  # cfg is "VAR=value binary"
-    echo "round $i ${cfg// /,} $(run $cfg)" | tee -a "$log"
-  done
-  mpi=$(mpi_netns)
-  [ -z "$mpi" ] || echo "round $i OpenMPI,all_reduce_perf $mpi" | tee -a "$log"
+  measure() {  # LABEL, then run's arguments
+    local label=$1
+    shift
+    echo "round $i $label $(run "$@")" | tee -a "$log"
+  }
+  measure AllReduce,ring "" TIDAL_ALLREDUCE_ALGO=ring all_reduce_perf "$small"
+  measure AllReduce,rd "" TIDAL_ALLREDUCE_ALGO=rd all_reduce_perf "$small"
+  measure AllReduce,rabenseifner "" TIDAL_ALLREDUCE_ALGO=rabenseifner all_reduce_perf "$small"
+  measure Broadcast,chain "" TIDAL_BROADCAST_ALGO=chain broadcast_perf "$small"
+  measure Broadcast,tree "" TIDAL_BROADCAST_ALGO=tree broadcast_perf "$small"
+  measure Broadcast,chain,blocking "" TIDAL_BROADCAST_ALGO=chain broadcast_perf "$small" -z 1
+  measure Broadcast,tree,blocking "" TIDAL_BROADCAST_ALGO=tree broadcast_perf "$small" -z 1
+  measure AllGather,ring "" TIDAL_ALLGATHER_ALGO=ring all_gather_perf "$small"
+  measure AllGather,bruck "" TIDAL_ALLGATHER_ALGO=bruck all_gather_perf "$small"
+  measure AllReduce,ring "" TIDAL_ALLREDUCE_ALGO=ring all_reduce_perf "$large"
+  measure AllReduce,auto "" TIDAL_ALLREDUCE_ALGO=auto all_reduce_perf "$large"
+  if [ $mpi = 1 ]; then
+    measure AllReduce,OpenMPI -M OMPI_MCA_mpi_yield_when_idle=1 mpi_allreduce_perf "$small"
+    measure AllReduce,OpenMPI -M OMPI_MCA_mpi_yield_when_idle=1 mpi_allreduce_perf "$large"
+    measure Broadcast,OpenMPI -M OMPI_MCA_mpi_yield_when_idle=1 mpi_allreduce_perf "$small" \
+      --collective broadcast
+    measure Broadcast,OpenMPI,blocking -M OMPI_MCA_mpi_yield_when_idle=1 mpi_allreduce_perf \
+      "$small" --collective broadcast -z 1
+  fi
 done
 python3 - "$log" <<'PY'
 import statistics, sys
@@ -81,7 +85,8 @@ for line in open(sys.argv[1]):
     for pair in words[3:]:
         size, t = pair.split(":")
         times.setdefault((words[2], int(size)), []).append(float(t))
-print(f"{'algorithm':52} {'bytes':>7} {'median us':>10} {'min us':>8}")
-for (cfg, size), ts in sorted(times.items(), key=lambda kv: (kv[0][0].split(",")[1], kv[0][1], kv[0][0])):
-    print(f"{cfg:52} {size:7d} {statistics.median(ts):10.1f} {min(ts):8.1f}")
+print(f"{'collective,algorithm':28} {'bytes':>9} {'median us':>10} {'min us':>9} runs")
+for (cfg, size), ts in sorted(times.items(), key=lambda kv: (kv[0][0].split(",")[0], kv[0][1], kv[0][0])):
+    print(f"{cfg:28} {size:9d} {statistics.median(ts):10.1f} {min(ts):9.1f} {len(ts)}")
 PY
+rm -f "$log"

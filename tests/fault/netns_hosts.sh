@@ -2,14 +2,25 @@
 # Runs a Tidal job across "hosts" made of network namespaces on this machine.
 #
 #   netns_hosts.sh [-H hosts] [-L ranks-per-host] [-d delay | -D delay | -n NETEM] [-r rate]
-#                  [-l LOSS%] [-o REORDER%] [-f DOWN@AFTER] -- PROGRAM ARGS...
+#                  [-l LOSS%] [-o REORDER%] [-f DOWN@AFTER] [-S] [-M] -- PROGRAM ARGS...
 #
-# -d adds the delay where the kernel has tc netem and runs without it where
-# it does not (this project's development and CI kernels); -D requires it and
-# exits 1 without netem (tests/vm runs it so under Debian's kernel). -n gives
-# netem a whole impairment ("delay 1ms loss 1% duplicate 1% reorder 25% 50%")
-# and, like -D, requires netem. -f takes host 1's link down AFTER seconds
-# after the ranks start, for DOWN seconds, then up again (a flapping cable).
+# -d and -D add a one-way delay (tc netem's units: 200us, 1ms) to every
+# host link; -r limits every host link's rate (tc's units: 1gbit). Where
+# the kernel has tc netem (Debian's, in tests/vm) the hosts are joined by
+# veths and a bridge, and netem delays each host's egress. Where it has not
+# (this project's development and CI kernels), and with -S anywhere, they
+# are joined by netns_delay_switch instead: a user-space switch with a TUN
+# device in every namespace that holds each packet for the delay
+# (tests/fault/netns_delay_switch.cc; found through $NETNS_SWITCH or in
+# build/tests/fault), and limits the rate itself: each host's link full
+# duplex at RATE, no burst. On a bridge the rate is tc tbf on each host's
+# egress, with a burst of $NETNS_BURST (default 256kb) that an idle link
+# sends at once. Without netem and without the switch (or /dev/net/tun), -d
+# runs without the delay and says so, -D exits 1 and -S skips (77). -n gives
+# netem a whole impairment ("delay 1ms loss 1% duplicate 1% reorder 25%
+# 50%") and always requires netem. -f takes host 1's link down AFTER seconds
+# after the ranks start, for DOWN seconds, then up again (a flapping cable;
+# bridge only).
 #
 # -l and -o impair every host link without netem, so they run on the
 # development and CI kernels too: -l drops LOSS% of the packets each host
@@ -18,19 +29,24 @@
 # packets sent later: reordered, delayed, and dropped when that queue is
 # full. Both need nft (package nftables) and exit 1 without it.
 #
-# Creates H namespaces (tdl-h0 ..), each with a veth into a bridge in the
-# root namespace at 10.231.0.(h+1)/24, an optional delay (tc netem, where
-# the kernel has it) and rate limit (tc tbf) on every host link, and starts L ranks in each namespace with TIDAL_COMM_ID,
+# Creates H namespaces (tdl-h0 ..), each with a link at 10.231.0.(h+1)/24
+# (a veth into a bridge in the root namespace, or a port of the switch), an
+# optional delay and rate limit on every host link, and starts L ranks in
+# each namespace with TIDAL_COMM_ID,
 # TIDAL_RANK, TIDAL_NRANKS, TIDAL_SECRET and a per-namespace TIDAL_HOSTID, so
 # ranks inside a host use shared memory and ranks across hosts use TCP over
-# the veths. Exits 1 (naming the ranks) when any rank fails; 77 when namespaces
-# cannot be made here (not root, no ip netns), which ctest reports as skipped.
+# the links. -M starts PROGRAM under Open MPI's mpirun instead, from the root
+# namespace (at 10.231.0.254), with one orted per host through an rsh agent
+# that enters the host's namespace, L slots a host, and the TCP BTL on the
+# host links. Exits 1 (naming the ranks) when any rank fails; 77 when
+# namespaces cannot be made here (not root, no ip netns), which ctest
+# reports as skipped.
 set -uo pipefail
 
 HOSTS=2 PER_HOST=2 DELAY="" NEED_DELAY=0 RATE="" FLAP="" TIMEOUT=${NETNS_TIMEOUT:-600}
-LOSS="" REORDER=""
+LOSS="" REORDER="" FORCE_SWITCH=0 MPIRUN=0
 NETEM=""  # the netem arguments: "delay $DELAY" for -d/-D, or -n's
-while getopts "H:L:d:D:n:r:l:o:f:" opt; do
+while getopts "H:L:d:D:n:r:l:o:f:SM" opt; do
   case $opt in
     H) HOSTS=$OPTARG ;;
     L) PER_HOST=$OPTARG ;;
@@ -41,7 +57,9 @@ while getopts "H:L:d:D:n:r:l:o:f:" opt; do
     l) LOSS=$OPTARG ;;
     o) REORDER=$OPTARG ;;
     f) FLAP=$OPTARG ;;
-    *) echo "usage: $0 [-H hosts] [-L ranks-per-host] [-d delay | -D delay | -n NETEM] [-r rate] [-l LOSS%] [-o REORDER%] [-f DOWN@AFTER] -- PROGRAM ARGS" >&2; exit 2 ;;
+    S) FORCE_SWITCH=1 ;;
+    M) MPIRUN=1 ;;
+    *) echo "usage: $0 [-H hosts] [-L ranks-per-host] [-d delay | -D delay | -n NETEM] [-r rate] [-l LOSS%] [-o REORDER%] [-f DOWN@AFTER] [-S] [-M] -- PROGRAM ARGS" >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -59,10 +77,18 @@ fi
 TAG="tdl$$"
 BR="${TAG}br"
 FLAP_PID=""
+SWITCH_PID=""
+WORK=$(mktemp -d)
 cleanup() {
   [ -n "$FLAP_PID" ] && kill "$FLAP_PID" 2>/dev/null
+  if [ -n "$SWITCH_PID" ]; then
+    kill "$SWITCH_PID" 2>/dev/null
+    wait "$SWITCH_PID" 2>/dev/null
+    cat "$WORK/switch.err"  # what it forwarded, and how late
+  fi
   for ((h = 0; h < HOSTS; h++)); do ip netns del "${TAG}h$h" 2>/dev/null; done
   ip link del "$BR" 2>/dev/null
+  rm -rf "$WORK"
 }
 trap cleanup EXIT
 
@@ -97,56 +123,131 @@ $drop
 EOF
 }
 
-if ! ip link add "$BR" type bridge 2>/dev/null; then
-  echo "netns_hosts: cannot create a bridge here; skipping"; exit 77
+# has_netem: whether this kernel takes a netem qdisc (probed in a scratch namespace).
+has_netem() {
+  local ns="${TAG}probe" ok=1
+  ip netns add "$ns" 2>/dev/null || return 1
+  ip netns exec "$ns" tc qdisc add dev lo root netem delay 1ms 2>/dev/null && ok=0
+  ip netns del "$ns"
+  return $ok
+}
+# usec DELAY: netem's time units (us, ms, s; none = us) in microseconds.
+usec() {
+  awk -v d="$1" 'BEGIN {
+    if (!match(d, /^[0-9]*\.?[0-9]+/)) exit 1
+    n = substr(d, 1, RLENGTH); u = substr(d, RLENGTH + 1)
+    f = (u == "" || u == "us" || u == "usec") ? 1 : (u == "ms" || u == "msec") ? 1000 : (u == "s" || u == "sec") ? 1000000 : -1
+    if (f < 0) exit 1
+    printf "%d\n", n * f + 0.5 }'
+}
+
+# How the hosts are joined: a bridge (netem delays, where there is one), or the switch.
+SWITCH=""
+if [ "$FORCE_SWITCH" = 1 ] || { [ -n "$DELAY" ] && [ -z "$NETEM" ] && ! has_netem; }; then
+  [ -z "$NETEM" ] || { echo "netns_hosts: FAIL: -n needs tc netem; the switch (-S) only delays" >&2; exit 1; }
+  [ -z "$FLAP" ] || { echo "netns_hosts: FAIL: -f takes a bridge's link down; it cannot be combined with the switch (-S, or -d/-D without netem)" >&2; exit 1; }
+  SWITCH=${NETNS_SWITCH:-$(cd "$(dirname "$0")/../.." && pwd)/build/tests/fault/netns_delay_switch}
+  missing=""
+  [ -x "$SWITCH" ] || missing="no switch at $SWITCH (build netns_delay_switch or set NETNS_SWITCH)"
+  [ -c /dev/net/tun ] || missing="no /dev/net/tun for the switch's devices"
+  if [ -n "$missing" ]; then
+    [ "$FORCE_SWITCH" = 1 ] && { echo "netns_hosts: -S: $missing; skipping"; exit 77; }
+    [ "$NEED_DELAY" = 1 ] && { echo "netns_hosts: FAIL: no tc netem here and $missing" >&2; exit 1; }
+    echo "netns_hosts: no tc netem in this kernel and $missing; running without the $DELAY delay"
+    SWITCH="" DELAY=""
+  fi
 fi
-ip link set "$BR" up
+
+if [ -n "$SWITCH" ]; then
+  DEV="${TAG}s"  # every namespace's port of the switch
+  ports=()
+  for ((h = 0; h < HOSTS; h++)); do
+    ns="${TAG}h$h"
+    ip netns add "$ns" || { echo "netns_hosts: ip netns add failed; skipping"; exit 77; }
+    ip -n "$ns" link set lo up
+    ports+=("$ns=10.231.0.$((h + 1))/24")
+  done
+  [ "$MPIRUN" = 1 ] && ports+=(".=10.231.0.254/24")
+  us=$(usec "${DELAY:-0}") || { echo "netns_hosts: FAIL: cannot read the delay '$DELAY' (use us, ms or s)" >&2; exit 1; }
+  "$SWITCH" -d "$us" ${RATE:+-r "$RATE"} -i "$DEV" "${ports[@]}" >"$WORK/switch.out" \
+    2>"$WORK/switch.err" &
+  SWITCH_PID=$!
+  for _ in $(seq 100); do
+    grep -q '^ready' "$WORK/switch.out" 2>/dev/null && break
+    kill -0 "$SWITCH_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  if ! grep -q '^ready' "$WORK/switch.out"; then
+    echo "netns_hosts: FAIL: the switch did not start: $(cat "$WORK/switch.err")" >&2
+    SWITCH_PID=""
+    exit 1
+  fi
+  echo "netns_hosts: hosts joined by netns_delay_switch, $(cat "$WORK/switch.out")"
+else
+  if ! ip link add "$BR" type bridge 2>/dev/null; then
+    echo "netns_hosts: cannot create a bridge here; skipping"; exit 77
+  fi
+  ip link set "$BR" up
+  [ "$MPIRUN" = 1 ] && ip addr add 10.231.0.254/24 dev "$BR"
+fi
 for ((h = 0; h < HOSTS; h++)); do
   ns="${TAG}h$h"
-  ip netns add "$ns" || { echo "netns_hosts: ip netns add failed; skipping"; exit 77; }
-  ip link add "${TAG}v$h" type veth peer name "${TAG}p$h"
-  ip link set "${TAG}v$h" master "$BR" up
-  ip link set "${TAG}p$h" netns "$ns"
-  ip -n "$ns" addr add "10.231.0.$((h + 1))/24" dev "${TAG}p$h"
-  ip -n "$ns" link set "${TAG}p$h" up
-  ip -n "$ns" link set lo up
-  # Delay needs netem; some kernels (this project's development and CI
-  # machines among them) are built without sch_netem, and then -d runs
-  # without the delay; tests/vm runs this script with -D under Debian's
-  # kernel, which has it. Rate limiting uses tbf, which is always there.
-  if [ -n "$DELAY" ]; then
-    [ -n "$NETEM" ] || NETEM="delay $DELAY"
-    # shellcheck disable=SC2086  # NETEM is a list of netem arguments
-    if ! ip netns exec "$ns" tc qdisc add dev "${TAG}p$h" root handle 1: netem $NETEM 2>/dev/null; then
-      if [ "$NEED_DELAY" = 1 ]; then
-        echo "netns_hosts: FAIL: netem $NETEM needs tc netem, which this kernel lacks" >&2
+  if [ -z "$SWITCH" ]; then
+    DEV="${TAG}p$h"
+    ip netns add "$ns" || { echo "netns_hosts: ip netns add failed; skipping"; exit 77; }
+    ip link add "${TAG}v$h" type veth peer name "$DEV"
+    ip link set "${TAG}v$h" master "$BR" up
+    ip link set "$DEV" netns "$ns"
+    ip -n "$ns" addr add "10.231.0.$((h + 1))/24" dev "$DEV"
+    ip -n "$ns" link set "$DEV" up
+    ip -n "$ns" link set lo up
+    if [ -n "$DELAY" ]; then
+      [ -n "$NETEM" ] || NETEM="delay $DELAY"
+      # shellcheck disable=SC2086  # NETEM is a list of netem arguments
+      if ! ip netns exec "$ns" tc qdisc add dev "$DEV" root handle 1: netem $NETEM 2>/dev/null; then
+        echo "netns_hosts: FAIL: tc refused netem $NETEM (does this kernel have sch_netem?)" >&2
         exit 1
       fi
-      [ $h -eq 0 ] && echo "netns_hosts: no tc netem in this kernel; running without the $DELAY delay"
-      DELAY=""
     fi
   fi
-  if [ -n "$RATE" ]; then
+  if [ -n "$RATE" ] && [ -z "$SWITCH" ]; then  # the switch limits the rate itself
     parent="root"
-    [ -n "$DELAY" ] && parent="parent 1:1"
-    ip netns exec "$ns" tc qdisc add dev "${TAG}p$h" $parent tbf rate "$RATE" burst 256kb latency 100ms
+    [ -n "$DELAY" ] && parent="parent 1:1"  # under netem
+    # shellcheck disable=SC2086  # parent is "root" or "parent 1:1", two words
+    ip netns exec "$ns" tc qdisc add dev "$DEV" $parent tbf rate "$RATE" burst "${NETNS_BURST:-256kb}" latency 100ms
   fi
   if [ -n "$LOSS" ] || [ -n "$REORDER" ]; then
-    impair "$ns" "${TAG}p$h" || { echo "netns_hosts: FAIL: cannot impair host $h's link" >&2; exit 1; }
+    impair "$ns" "$DEV" || { echo "netns_hosts: FAIL: cannot impair host $h's link" >&2; exit 1; }
   fi
 done
 [ -n "$LOSS$REORDER" ] && echo "netns_hosts: every host drops ${LOSS:-0}% of the packets it receives and reorders ${REORDER:-0}% of those it sends"
 
 NRANKS=$((HOSTS * PER_HOST))
-PORT=$((20000 + $$ % 20000))
-SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 pids=()
-for ((r = 0; r < NRANKS; r++)); do
-  h=$((r / PER_HOST))
-  ip netns exec "${TAG}h$h" env TIDAL_COMM_ID="10.231.0.1:$PORT" TIDAL_RANK=$r TIDAL_NRANKS=$NRANKS \
-    TIDAL_SECRET="$SECRET" TIDAL_HOSTID="netns-host-$h" timeout "$TIMEOUT" "$@" &
+if [ "$MPIRUN" = 1 ]; then
+  # mpirun calls the agent as: agent [ssh options] HOST COMMAND...
+  cat >"$WORK/agent" <<AGENT
+#!/bin/sh
+while [ "\${1#-}" != "\$1" ]; do shift; done
+host=\$1; shift
+exec ip netns exec ${TAG}h\$((\${host##*.} - 1)) sh -c "\$*"
+AGENT
+  chmod +x "$WORK/agent"
+  for ((h = 0; h < HOSTS; h++)); do echo "10.231.0.$((h + 1)) slots=$PER_HOST"; done >"$WORK/hosts"
+  timeout "$TIMEOUT" mpirun --allow-run-as-root -np "$NRANKS" --hostfile "$WORK/hosts" \
+    --mca plm_rsh_agent "$WORK/agent" --mca pml ob1 --mca btl tcp,self,vader \
+    --mca btl_tcp_if_include 10.231.0.0/24 --mca oob_tcp_if_include 10.231.0.0/24 "$@" &
   pids+=($!)
-done
+else
+  PORT=$((20000 + $$ % 20000))
+  SECRET=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+  for ((r = 0; r < NRANKS; r++)); do
+    h=$((r / PER_HOST))
+    ip netns exec "${TAG}h$h" env TIDAL_COMM_ID="10.231.0.1:$PORT" TIDAL_RANK=$r TIDAL_NRANKS=$NRANKS \
+      TIDAL_SECRET="$SECRET" TIDAL_HOSTID="netns-host-$h" timeout "$TIMEOUT" "$@" &
+    pids+=($!)
+  done
+fi
 if [ -n "$FLAP" ] && [ "$HOSTS" -ge 2 ]; then
   (
     sleep "${FLAP#*@}"
@@ -170,13 +271,19 @@ for r in "${!pids[@]}"; do
   wait "${pids[$r]}"
   rc=$?
   if [ $rc -ne 0 ]; then
-    echo "netns_hosts: FAIL rank $r (host $((r / PER_HOST))) exited with status $rc" >&2
+    if [ "$MPIRUN" = 1 ]; then
+      echo "netns_hosts: FAIL mpirun exited with status $rc" >&2
+    else
+      echo "netns_hosts: FAIL rank $r (host $((r / PER_HOST))) exited with status $rc" >&2
+    fi
     failed=$((failed + 1))
   fi
 done
 if [ -n "$LOSS$REORDER" ]; then
   for ((h = 0; h < HOSTS; h++)); do
-    queue=$(ip netns exec "${TAG}h$h" tc -s qdisc show dev "${TAG}p$h" 2>/dev/null |
+    dev="${TAG}p$h"
+    [ -n "$SWITCH" ] && dev="${TAG}s"
+    queue=$(ip netns exec "${TAG}h$h" tc -s qdisc show dev "$dev" 2>/dev/null |
       awk '/^qdisc bfifo/ { b = 1 } b && /dropped/ { sub(",", "", $7); print $7; exit }')
     echo "netns_hosts: host $h: $(impaired "${TAG}h$h") packets${queue:+, $queue more lost when the slow queue was full}"
   done

@@ -114,6 +114,16 @@ TEST(TidalInfo, TuningPrintsEachAlgorithmsPredictionAndBothPicks) {
   ASSERT_EQ(forced.exitCode, 0) << forced.err;
   EXPECT_EQ(tuningRow(forced.out, "AllReduce", "8").back(), "ring") << forced.out;
   EXPECT_EQ(forced.out.find("Broadcast"), std::string::npos) << forced.out;
+  // Other sizes: 1 MiB, 4 MiB, 16 MiB, 64 MiB, and not 256 MiB.
+  const auto sizes = tidal::testing::run({TIDAL_INFO_PATH, "--tuning", "--nranks", "4",
+                                          "--collective", "AllGather", "--min-bytes", "1048576",
+                                          "--max-bytes", "67108864", "--step-factor", "4"});
+  ASSERT_EQ(sizes.exitCode, 0) << sizes.err;
+  for (const char* bytes : {"1048576", "4194304", "16777216", "67108864"})
+    EXPECT_FALSE(tuningRow(sizes.out, "AllGather", bytes).empty()) << bytes << "\n" << sizes.out;
+  EXPECT_TRUE(tuningRow(sizes.out, "AllGather", "8").empty()) << sizes.out;
+  EXPECT_TRUE(tuningRow(sizes.out, "AllGather", "2097152").empty()) << sizes.out;
+  EXPECT_TRUE(tuningRow(sizes.out, "AllGather", "268435456").empty()) << sizes.out;
 }
 
 TEST(TidalInfo, TuningRefusesBadPlacementsAndLinkFiles) {
@@ -121,6 +131,11 @@ TEST(TidalInfo, TuningRefusesBadPlacementsAndLinkFiles) {
       tidal::testing::run({TIDAL_INFO_PATH, "--tuning", "--nranks", "4", "--hosts", "5"});
   EXPECT_EQ(hosts.exitCode, 2);
   EXPECT_NE(hosts.err.find("--hosts 5 is more than --nranks 4"), std::string::npos) << hosts.err;
+  const auto sizes = tidal::testing::run(
+      {TIDAL_INFO_PATH, "--tuning", "--min-bytes", "4096", "--max-bytes", "1024"});
+  EXPECT_EQ(sizes.exitCode, 2);
+  EXPECT_NE(sizes.err.find("--min-bytes 4096 is more than --max-bytes 1024"), std::string::npos)
+      << sizes.err;
   const auto many = tidal::testing::run({TIDAL_INFO_PATH, "--tuning", "--nranks", "1025"});
   EXPECT_EQ(many.exitCode, 2) << many.err;
   char path[] = "/tmp/tidal_tuner_test_XXXXXX";
