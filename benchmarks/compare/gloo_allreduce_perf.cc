@@ -302,6 +302,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", error.c_str());
     return 1;
   }
+  if (opts.startTogether) {
+    std::fprintf(stderr, "--start-together: this Gloo peer times calls back to back only\n");
+    return 1;
+  }
   if (opts.datatype != tidalFloat || opts.op != tidalSum) {
     std::fprintf(stderr, "gloo_allreduce_perf measures float (sum) only (-d float -o sum)\n");
     return 1;

@@ -13,7 +13,8 @@
  * -m/--agg_iters, -c/--check, -a/--average, -z/--blocking, -d/--datatype
  * (float|double), -o/--op (sum; allreduce only), and --collective
  * (allreduce|alltoall|broadcast, default allreduce; -C is nccl-tests'
- * report_cputime).
+ * report_cputime), and --start-together 0|1 (as the *_perf benchmarks: each call
+ * starts at a moment all ranks agreed on, on one machine's clock).
  *
  * Out-of-place passes separate buffers; in-place passes MPI_IN_PLACE.
  * Allreduce inputs are small integers so the float sum is exact in any order
@@ -34,17 +35,21 @@
 #define _GNU_SOURCE /* getopt_long, gethostname, posix_memalign */
 #include <getopt.h>
 #include <mpi.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
   size_t minBytes, maxBytes, stepBytes, stepFactor;
   int iters, warmupIters, aggIters, check, average, blocking;
-  int isDouble;   /* 0: float, 1: double */
-  int collective; /* 0: MPI_Allreduce, 1: MPI_Alltoall, 2: MPI_Bcast */
+  int isDouble;      /* 0: float, 1: double */
+  int collective;    /* 0: MPI_Allreduce, 1: MPI_Alltoall, 2: MPI_Bcast */
+  int startTogether; /* --start-together 1: all_reduce_perf's, see timeStartingTogether */
 } Options;
 
 static int rank_ = 0, nranks_ = 1;
@@ -101,7 +106,8 @@ static void usage(const char* argv0) {
             "usage: %s [-b minbytes] [-e maxbytes] [-i stepbytes] [-f stepfactor] [-n iters]\n"
             "          [-w warmup_iters] [-m agg_iters] [-c check] [-a average 0-3]\n"
             "          [-z blocking] [-d float|double] [-o sum] [--collective "
-            "allreduce|alltoall|broadcast]\n",
+            "allreduce|alltoall|broadcast]\n"
+            "          [--start-together 0|1]\n",
             argv0);
   }
 }
@@ -121,6 +127,7 @@ static int parseOptions(int argc, char** argv, Options* o) {
                                               {"datatype", required_argument, 0, 'd'},
                                               {"op", required_argument, 0, 'o'},
                                               {"collective", required_argument, 0, 'K'},
+                                              {"start-together", required_argument, 0, 'T'},
                                               {"help", no_argument, 0, 'h'},
                                               {0, 0, 0, 0}};
   int c;
@@ -135,6 +142,7 @@ static int parseOptions(int argc, char** argv, Options* o) {
   o->blocking = 0;
   o->isDouble = 0;
   o->collective = 0;
+  o->startTogether = 0;
   while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:m:c:a:z:d:o:h", longOptions, NULL)) != -1) {
     int ok = 1;
     switch (c) {
@@ -185,6 +193,10 @@ static int parseOptions(int argc, char** argv, Options* o) {
              !strcmp(optarg, "broadcast");
         o->collective = !strcmp(optarg, "alltoall") ? 1 : !strcmp(optarg, "broadcast") ? 2 : 0;
         break;
+      case 'T':
+        o->startTogether = atoi(optarg);
+        ok = o->startTogether == 0 || o->startTogether == 1;
+        break;
       default:
         usage(argv[0]);
         return 1;
@@ -193,6 +205,10 @@ static int parseOptions(int argc, char** argv, Options* o) {
       if (rank_ == 0) fprintf(stderr, "invalid or unsupported value for -%c: %s\n", c, optarg);
       return 1;
     }
+  }
+  if (o->startTogether && o->blocking) {
+    if (rank_ == 0) fprintf(stderr, "--start-together 1 cannot be combined with -z\n");
+    return 1;
   }
   if (o->minBytes > o->maxBytes ||
       (o->stepFactor <= 1 && o->stepBytes == 0 && o->minBytes != o->maxBytes) ||
@@ -302,6 +318,43 @@ static const Collective kAlltoall = {
 static const Collective kBroadcast = {
     "MPI_Bcast",        "none",        sameCount,     sameCount,
     broadcastBusFactor, broadcastCall, broadcastFill, broadcastWrong};
+
+static double monotonicSeconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* --start-together 1, as the *_perf benchmarks do it (benchmarks/perf/harness.cc):
+ * every call starts at a moment all ranks agreed on, read from CLOCK_MONOTONIC
+ * (one clock: ranks of one machine), and is timed from it to this rank's end.
+ * Returns this rank's mean seconds per call. */
+static double timeStartingTogether(const Options* o, const Collective* coll, const void* src,
+                                   void* recv, size_t callCount, MPI_Datatype type) {
+  double callSeconds = monotonicSeconds(), period, first, total = 0;
+  int i, j;
+  for (j = 0; j < o->aggIters; j++) coll->call(src, recv, callCount, type);
+  callSeconds = monotonicSeconds() - callSeconds;
+  MPI_Allreduce(MPI_IN_PLACE, &callSeconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+  period = 2 * callSeconds + 0.002;
+  first = monotonicSeconds() + period;
+  MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  for (i = 0; i < o->iters; i++) {
+    const double start = first + i * period;
+    const double early = start - 300e-6 - monotonicSeconds();
+    if (early > 0) {
+      struct timespec pause;
+      pause.tv_sec = (time_t)early;
+      pause.tv_nsec = (long)((early - (double)pause.tv_sec) * 1e9);
+      nanosleep(&pause, NULL);
+    }
+    while (monotonicSeconds() < start) sched_yield();
+    for (j = 0; j < o->aggIters; j++) coll->call(src, recv, callCount, type);
+    total += monotonicSeconds() - start;
+  }
+  return total / ((double)o->iters * o->aggIters);
+}
 
 static double combineTimes(double seconds, int average) {
   double result = seconds;
@@ -416,12 +469,17 @@ int main(int argc, char** argv) {
       coll->fill(inPlace ? recv : send, count, o.isDouble);
       coll->call(src, recv, callCount, type);
       MPI_Barrier(MPI_COMM_WORLD);
-      start = MPI_Wtime();
-      for (i = 0; i < o.iters; i++) {
-        for (j = 0; j < o.aggIters; j++) coll->call(src, recv, callCount, type);
-        if (o.blocking) MPI_Barrier(MPI_COMM_WORLD);
+      if (o.startTogether) {
+        seconds = timeStartingTogether(&o, coll, src, recv, callCount, type);
+      } else {
+        start = MPI_Wtime();
+        for (i = 0; i < o.iters; i++) {
+          for (j = 0; j < o.aggIters; j++) coll->call(src, recv, callCount, type);
+          if (o.blocking) MPI_Barrier(MPI_COMM_WORLD);
+        }
+        seconds = (MPI_Wtime() - start) / ((double)o.iters * o.aggIters);
       }
-      seconds = combineTimes((MPI_Wtime() - start) / ((double)o.iters * o.aggIters), o.average);
+      seconds = combineTimes(seconds, o.average);
       algBw = seconds > 0 ? (double)(count * elem) / 1.0e9 / seconds : 0;
       busBw = algBw * coll->busFactor();
       for (pass = 0; pass < o.check && wrong == 0; pass++) {

@@ -17,11 +17,13 @@
 # Open MPI runs (its tuned collectives; where mpirun and mpi_allreduce_perf
 # were built) one rank per namespace too, on the same kind of links. It
 # prints the out-of-place time in microseconds; at the end the medians.
-# Broadcast also runs with -z 1 (a barrier after each call, "blocking"): back
-# to back, a rooted call's signature check around the ring (TIDAL_CHECK_CALLS)
-# keeps Tidal's broadcasts from overlapping one another, while MPI_Bcast's
-# root returns as soon as its sends are out, so the two modes measure
-# different things (docs/benchmarks.md).
+# Small AllReduce and Broadcast also run with --start-together 1 ("one call"):
+# every call starts at a moment all ranks agreed on, on this machine's one
+# clock, and is timed from there to the slowest rank's end (-a 3): one
+# call's latency. Back to back, a rooted call's signature check around the
+# ring (TIDAL_CHECK_CALLS) keeps Tidal's broadcasts from overlapping one
+# another, while MPI_Bcast's root returns as soon as its sends are out, so
+# the two modes measure different things (docs/benchmarks.md).
 # With more ranks than cores a wait must not keep the core: Tidal's ranks
 # sleep at once (TIDAL_BUSY_POLL=0 TIDAL_SPIN_US=0 unless set: a rank alone
 # in its namespace would otherwise busy-poll, and yielding ranks take the
@@ -37,6 +39,7 @@ netns=$(cd "$(dirname "$0")/../../tests/fault" && pwd)/netns_hosts.sh
 export NETNS_SWITCH=${NETNS_SWITCH:-$build/tests/fault/netns_delay_switch}
 export TIDAL_BUSY_POLL=${TIDAL_BUSY_POLL:-0} TIDAL_SPIN_US=${TIDAL_SPIN_US:-0} NETNS_TIMEOUT=300
 small="-b 8 -e 32768 -f 64 -n 100 -w 20"
+once="-b 8 -e 32768 -f 64 -n 50 -w 20 --start-together 1 -a 3"
 large="-b 1M -e 16M -f 16 -n 10 -w 2"
 # run LAUNCH SETTING BINARY SIZES [ARGS...] -> "size:time size:time ..."
 # LAUNCH is "" (Tidal's environment) or -M (under mpirun); SETTING a VAR=value.
@@ -62,8 +65,10 @@ for i in $(seq 1 "$rounds"); do
   measure AllReduce,rabenseifner "" TIDAL_ALLREDUCE_ALGO=rabenseifner all_reduce_perf "$small"
   measure Broadcast,chain "" TIDAL_BROADCAST_ALGO=chain broadcast_perf "$small"
   measure Broadcast,tree "" TIDAL_BROADCAST_ALGO=tree broadcast_perf "$small"
-  measure Broadcast,chain,blocking "" TIDAL_BROADCAST_ALGO=chain broadcast_perf "$small" -z 1
-  measure Broadcast,tree,blocking "" TIDAL_BROADCAST_ALGO=tree broadcast_perf "$small" -z 1
+  measure AllReduce,ring,once "" TIDAL_ALLREDUCE_ALGO=ring all_reduce_perf "$once"
+  measure AllReduce,rd,once "" TIDAL_ALLREDUCE_ALGO=rd all_reduce_perf "$once"
+  measure Broadcast,chain,once "" TIDAL_BROADCAST_ALGO=chain broadcast_perf "$once"
+  measure Broadcast,tree,once "" TIDAL_BROADCAST_ALGO=tree broadcast_perf "$once"
   measure AllGather,ring "" TIDAL_ALLGATHER_ALGO=ring all_gather_perf "$small"
   measure AllGather,bruck "" TIDAL_ALLGATHER_ALGO=bruck all_gather_perf "$small"
   measure AllReduce,ring "" TIDAL_ALLREDUCE_ALGO=ring all_reduce_perf "$large"
@@ -73,8 +78,9 @@ for i in $(seq 1 "$rounds"); do
     measure AllReduce,OpenMPI -M OMPI_MCA_mpi_yield_when_idle=1 mpi_allreduce_perf "$large"
     measure Broadcast,OpenMPI -M OMPI_MCA_mpi_yield_when_idle=1 mpi_allreduce_perf "$small" \
       --collective broadcast
-    measure Broadcast,OpenMPI,blocking -M OMPI_MCA_mpi_yield_when_idle=1 mpi_allreduce_perf \
-      "$small" --collective broadcast -z 1
+    measure AllReduce,OpenMPI,once -M OMPI_MCA_mpi_yield_when_idle=1 mpi_allreduce_perf "$once"
+    measure Broadcast,OpenMPI,once -M OMPI_MCA_mpi_yield_when_idle=1 mpi_allreduce_perf \
+      "$once" --collective broadcast
   fi
 done
 python3 - "$log" <<'PY'

@@ -5,13 +5,14 @@
 # measured out-of-place time prints the time `tidal-info --tuning` predicts
 # for the algorithm the library's rules pick at that size, and measured /
 # predicted. The model predicts one call from a common start to its slowest
-# rank's end; the benchmarks time calls back to back (nccl-tests' way) and
-# report the slowest rank's time (-a 3). For AllReduce and AllGather, where
-# every rank waits for every other, that is one call's time; a Broadcast's
-# root starts its next call while the last one still travels down the tree,
-# so back-to-back Broadcasts take less than one alone. (A barrier before each
-# call, -z 3, does not fix that: the ranks leave a barrier at different
-# times, and that skew lasts from call to call.)
+# rank's end, and every measurement is the slowest rank's (-a 3), timed so
+# that it is one call: AllReduce and AllGather back to back, as nccl-tests
+# times them (each rank's call waits for every other rank's data, so calls
+# cannot overlap; from a common start, 8 ranks on this machine's 2 cores
+# all wake at once and queue for the cores), Broadcast with
+# --start-together 1 (every call starts at a moment the ranks agreed on, on
+# this machine's one clock: back to back, the root starts its next call
+# while the last one still travels down the tree).
 #   benchmarks/compare/tuner_check.sh BUILD [HOSTS] [PER_HOST] [ROUNDS] [DELAY] [RATE]
 # Measured times are the median over ROUNDS runs (default 3). DELAY (e.g.
 # 200us) and RATE (e.g. 1gbit) shape every host link (netns_hosts.sh -d and
@@ -53,14 +54,16 @@ if [ -z "${TIDAL_TUNER_FILE:-}" ] && [ -n "$delay$rate" ]; then
   export TIDAL_TUNER_FILE=$out/links.txt
   echo "links: ${delay:-no} delay, ${rate:-no} rate limit: network_alpha_us $alpha (8-byte half round trip), network_mb_per_s $mbps (a rank's share)"
 fi
-for coll in AllReduce:all_reduce_perf AllGather:all_gather_perf Broadcast:broadcast_perf; do
-  name=${coll%%:*} binary=${coll#*:}
+for coll in AllReduce:all_reduce_perf: AllGather:all_gather_perf: \
+  "Broadcast:broadcast_perf:--start-together 1"; do
+  name=${coll%%:*} rest=${coll#*:}
+  binary=${rest%%:*} timing=${rest#*:}
   for _ in $(seq 1 "$rounds"); do
     for sizes in "-b 8 -e 256K -f 8 -n 20 -w 20" "-b 1M -e 64M -f 4 -n 3 -w 1"; do
-      # shellcheck disable=SC2086  # sizes is a list of flags
+      # shellcheck disable=SC2086  # sizes and timing are lists of flags
       "$netns" -H "$hosts" -L "$per_host" "${links[@]}" -- "$build/benchmarks/$binary" $sizes \
-        -a 3 \
-        2>&1 | awk '$1 ~ /^[0-9]+$/ && NF > 8 {print $1, $6}' >>"$out/$name.measured"
+        $timing -a 3 2>&1 |
+        awk '$1 ~ /^[0-9]+$/ && NF > 8 {print $1, $6}' >>"$out/$name.measured"
     done
   done
   "$build/tools/tidal-info" --tuning --nranks "$nranks" --hosts "$hosts" --step-factor 2 \

@@ -1,5 +1,8 @@
 #include "harness.h"
 
+#include <sched.h>
+#include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -90,6 +93,8 @@ class Benchmark {
   CheckContext context(tidalDataType_t type, tidalRedOp_t op, int root, const Layout& layout,
                        bool inPlace, uint64_t seed) const;
   void runOnce(const CheckContext& ctx) const;
+  double timeBackToBack(const CheckContext& timed);
+  double timeStartingTogether(const CheckContext& timed);
   double combineTimes(double seconds) const;
   int64_t sumAcrossRanks(int64_t value) const;
   void barrier() const { check(tidalBarrier(comm_, nullptr), "tidalBarrier"); }
@@ -164,6 +169,11 @@ int Benchmark::run() {
     reporter_.line(
         "# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes "
         "barrier ");
+  }
+  if (opts_.startTogether) {
+    reporter_.line(
+        "# Start Together Enabled: each call starts at a moment all ranks agreed on (one clock: "
+        "one machine), timed from it to each rank's end ");
   }
   if (opts_.parallelInit) {
     reporter_.line("# Parallel Init Enabled: threads call into tidalCommInitRank concurrently ");
@@ -304,31 +314,8 @@ void Benchmark::benchOne(tidalDataType_t type, tidalRedOp_t op, int root, const 
   synchronize();
   barrier();
 
-  // -m: that many calls per iteration, in one group (as nccl-tests), unless
-  // -z 1/2 waits after each call, which a group would defer to its end.
-  const bool perCallWait = opts_.blocking == 1 || opts_.blocking == 2;
-  const bool grouped = opts_.aggIters > 1 && !perCallWait;
-  double untimed = 0;  // -z 3: the barriers, left out of the time
-  Stopwatch watch;
-  for (int iter = 0; iter < opts_.iters; ++iter) {
-    if (grouped) check(tidalGroupStart(), "tidalGroupStart");
-    for (int agg = 0; agg < opts_.aggIters; ++agg) {
-      runOnce(timed);
-      if (perCallWait) synchronize();
-      if (opts_.blocking == 1) barrier();
-    }
-    if (grouped) check(tidalGroupEnd(), "tidalGroupEnd");
-    if (opts_.blocking == 3) {
-      synchronize();
-      const Stopwatch barrierWatch;
-      barrier();
-      untimed += barrierWatch.seconds();
-    }
-  }
-  // Stream-ordered calls return at once: the time is until the stream is done.
-  synchronize();
-  const double seconds = combineTimes((watch.seconds() - untimed) /
-                                      (static_cast<double>(opts_.iters) * opts_.aggIters));
+  const double seconds =
+      combineTimes(opts_.startTogether ? timeStartingTogether(timed) : timeBackToBack(timed));
 
   const double bytes = static_cast<double>(std::max(layout.sendCount, layout.recvCount) * elemSize);
   const double algBw = seconds > 0 ? bytes / 1.0e9 / seconds : 0.0;
@@ -359,6 +346,78 @@ void Benchmark::benchOne(tidalDataType_t type, tidalRedOp_t op, int root, const 
   if (json_) json_->rowResult(inPlace, seconds * 1.0e6, algBw, busBw, wrong);
   busBwSum_ += busBw;
   ++busBwCount_;
+}
+
+// This rank's seconds per call, the calls back to back (-m, -z as nccl-tests).
+double Benchmark::timeBackToBack(const CheckContext& timed) {
+  // -m: that many calls per iteration, in one group (as nccl-tests), unless
+  // -z 1/2 waits after each call, which a group would defer to its end.
+  const bool perCallWait = opts_.blocking == 1 || opts_.blocking == 2;
+  const bool grouped = opts_.aggIters > 1 && !perCallWait;
+  double untimed = 0;  // -z 3: the barriers, left out of the time
+  Stopwatch watch;
+  for (int iter = 0; iter < opts_.iters; ++iter) {
+    if (grouped) check(tidalGroupStart(), "tidalGroupStart");
+    for (int agg = 0; agg < opts_.aggIters; ++agg) {
+      runOnce(timed);
+      if (perCallWait) synchronize();
+      if (opts_.blocking == 1) barrier();
+    }
+    if (grouped) check(tidalGroupEnd(), "tidalGroupEnd");
+    if (opts_.blocking == 3) {
+      synchronize();
+      const Stopwatch barrierWatch;
+      barrier();
+      untimed += barrierWatch.seconds();
+    }
+  }
+  // Stream-ordered calls return at once: the time is until the stream is done.
+  synchronize();
+  return (watch.seconds() - untimed) / (static_cast<double>(opts_.iters) * opts_.aggIters);
+}
+
+// --start-together: this rank's mean seconds from each call's agreed start to
+// its end. The ranks agree on a first start (the latest of their clocks plus
+// a margin) and a period long enough for one call and the sleeps around it
+// (twice the slowest rank's time for a call, plus 2 ms), then start call k
+// at first + k * period: sleeping until 300 us before it (timer slack 1 ns),
+// then yielding until it. A sleeper wakes late, by the kernel's default
+// timer slack of 50 us and, on the project's VM, by up to hundreds of
+// microseconds more; a rank that starts late still times from the agreed
+// start, so any lateness left shows in its time.
+double Benchmark::timeStartingTogether(const CheckContext& timed) {
+  const auto now = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+  };
+  double callSeconds = now();
+  for (int agg = 0; agg < opts_.aggIters; ++agg) runOnce(timed);
+  synchronize();
+  callSeconds = now() - callSeconds;
+  check(tidalAllReduce(&callSeconds, &callSeconds, 1, tidalDouble, tidalMax, comm_, nullptr),
+        "tidalAllReduce (start-together period)");
+  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+  const double period = 2 * callSeconds + 0.002;
+  double first = now() + period;
+  check(tidalAllReduce(&first, &first, 1, tidalDouble, tidalMax, comm_, nullptr),
+        "tidalAllReduce (start-together start)");
+  double total = 0;
+  for (int iter = 0; iter < opts_.iters; ++iter) {
+    const double start = first + iter * period;
+    const double early = start - 300e-6 - now();
+    if (early > 0) {
+      timespec pause{};
+      pause.tv_sec = static_cast<time_t>(early);
+      pause.tv_nsec = static_cast<long>((early - static_cast<double>(pause.tv_sec)) * 1e9);
+      nanosleep(&pause, nullptr);
+    }
+    while (now() < start) sched_yield();
+    for (int agg = 0; agg < opts_.aggIters; ++agg) runOnce(timed);
+    synchronize();
+    total += now() - start;
+  }
+  return total / (static_cast<double>(opts_.iters) * opts_.aggIters);
 }
 
 void* Benchmark::onDevice(void* p) const {

@@ -125,6 +125,11 @@ void addPerfOptions(CLI::App& app, PerfOptions& o) {
                  "barrier after each iteration, barrier not timed")
       ->check(CLI::Range(0, 3))
       ->capture_default_str();
+  app.add_option("--start-together", o.startTogether,
+                 "1: start every timed call at a moment all ranks agree on (their clocks must be "
+                 "one: ranks of one machine) and time it from there; not with -z")
+      ->check(CLI::Range(0, 1))
+      ->capture_default_str();
   app.add_option("-t,--nthreads", o.nThreads, "Threads per process")
       ->check(onlyValue("1", "one rank per process"))
       ->capture_default_str();
@@ -189,6 +194,12 @@ std::string validateOptions(const PerfOptions& o) {
     // Either step would otherwise never reach maxBytes.
     if (o.stepFactor > 1 && o.minBytes == 0) return "minbytes must be > 0 with a step factor > 1";
     if (o.stepFactor <= 1 && o.stepBytes == 0) return "stepbytes must be > 0 with step factor 1";
+  }
+  if (o.startTogether && o.blocking != 0) {
+    return fmt::format(
+        "--start-together 1 times each call from a common start; it cannot be "
+        "combined with -z {}",
+        o.blocking);
   }
   return {};
 }

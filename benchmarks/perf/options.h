@@ -41,6 +41,12 @@ struct PerfOptions {
   // each call, no barrier; 3 wait and barrier after each iteration (-n), the
   // barrier left out of the time (nccl-tests 2.19's levels).
   int blocking = 0;
+  // --start-together 1 (not in nccl-tests): every timed call starts at a
+  // moment all ranks agreed on, read from CLOCK_MONOTONIC, and is timed from
+  // that moment to each rank's end; so one call's time, with no overlap of
+  // back-to-back calls and no skew left by a barrier. Only where the ranks
+  // share one clock: processes of one machine (namespaced hosts included).
+  int startTogether = 0;
   int nThreads = 1;
   int nGpus = 1;
   int parallelInit = 0;

@@ -59,6 +59,13 @@ expect 2 "$bin" -d notatype
 expect 2 "$bin" -b 2K -e 1K
 expect 2 "$bin" -R 1
 grep -q "not supported in Tidal" "$dir/x.out" || fail "-R 1 does not say 'not supported in Tidal'"
+expect 2 "$bin" -b 8 -e 8 --start-together 1 -z 1
+grep -q "cannot be combined with -z 1" "$dir/x.out" || fail "--start-together with -z: $(cat "$dir/x.out")"
+# One call at a time from an agreed start: its own banner line, times > 0, results checked.
+expect 0 "$bin" -b 8 -e 1K -f 4 -n 3 -w 1 --start-together 1
+grep -q "^# Start Together Enabled: " "$dir/x.out" || fail "no Start Together line"
+grep -Eq '^ +512 +128 +float +sum +-1 +[0-9.]*[1-9][0-9.]* +[0-9.]+ +[0-9.]+ +0 ' "$dir/x.out" ||
+  fail "--start-together: no 512-byte row with a time: $(cat "$dir/x.out")"
 expect 2 "$1/tools/tidal-info" --no-such-flag
 expect 2 "$1/tools/tidalrun" --no-such-flag
 # Bad logging variables are refused at init with the variable, value and what is accepted.
