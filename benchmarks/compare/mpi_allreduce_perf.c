@@ -28,9 +28,10 @@
  *
  * Broadcast: MPI_Bcast is in place, so out-of-place copies the root's send
  * buffer into its receive buffer first (a copy of the message, as NCCL's
- * out-of-place broadcast makes); busbw = algbw. Every rank but the root
- * fills its buffer with values of its own, so a broadcast that moved nothing
- * is counted wrong.
+ * out-of-place broadcast makes); busbw = algbw. In place every rank but the
+ * root fills its buffer with values of its own, and out of place every
+ * checked output starts as NaNs, so a broadcast that moved nothing is
+ * counted wrong.
  */
 #define _GNU_SOURCE /* getopt_long, gethostname, posix_memalign */
 #include <getopt.h>
@@ -484,6 +485,9 @@ int main(int argc, char** argv) {
       busBw = algBw * coll->busFactor();
       for (pass = 0; pass < o.check && wrong == 0; pass++) {
         coll->fill(inPlace ? recv : send, count, o.isDouble);
+        /* Out of place, the output starts as NaNs (all bits set), so a call that
+         * leaves it untouched (a broadcast that moved nothing) is counted wrong. */
+        if (!inPlace) memset(recv, 0xff, count * elem);
         coll->call(src, recv, callCount, type);
         mine = coll->countWrong(recv, count, o.isDouble);
         MPI_Allreduce(&mine, &wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);

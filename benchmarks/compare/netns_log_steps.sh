@@ -27,7 +27,7 @@
 # With more ranks than cores a wait must not keep the core: Tidal's ranks
 # sleep at once (TIDAL_BUSY_POLL=0 TIDAL_SPIN_US=0 unless set: a rank alone
 # in its namespace would otherwise busy-poll, and yielding ranks take the
-# cores from the one whose data has come), Open MPI's yield
+# cores from the one whose data has come), Open MPI's ranks yield
 # (mpi_yield_when_idle=1, it cannot sleep). Needs root (ip netns). Run it on
 # a quiet machine.
 set -euo pipefail

@@ -20,8 +20,10 @@
 # BUILD/tests/fault). Then the model's network costs come from those links,
 # as the tuner's opt-in measurement would take them: network_alpha_us is
 # the half round trip of 8 bytes between two such hosts (tidal_pingpong),
-# network_mb_per_s the rate shared by a host's ranks (RATE / PER_HOST). Pass a link file with TIDAL_TUNER_FILE to check
-# other link costs instead. Needs root; run it on a quiet machine.
+# network_mb_per_s the rate shared by a host's ranks (RATE / PER_HOST; the
+# default, measured on unshaped links, without RATE). Pass a link file with
+# TIDAL_TUNER_FILE to check other link costs instead. Needs root; run it on
+# a quiet machine.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 hosts=${2:-2}
@@ -44,13 +46,17 @@ out=$(mktemp -d)
 if [ -z "${TIDAL_TUNER_FILE:-}" ] && [ -n "$delay$rate" ]; then
   alpha=$("$netns" -H 2 -L 1 "${links[@]}" -- "$build/benchmarks/tidal_pingpong" -b 8 -e 8 \
     -n 2000 -w 200 2>&1 | awk '$1 == 8 && NF >= 5 {print $3}')
-  # The model gives every rank a network link of its own (as on a cluster
-  # with a NIC per GPU); a namespaced host's ranks share its one link.
-  mbps=$(awk -v r="${rate:-100gbit}" -v l="$per_host" 'BEGIN {
-    n = r + 0; u = r; sub(/^[0-9.]+/, "", u)
-    f = (u == "gbit") ? 1e9 : (u == "mbit") ? 1e6 : (u == "kbit") ? 1e3 : 1
-    printf "%.1f\n", n * f / 8e6 / l }')
-  printf 'network_alpha_us %s\nnetwork_mb_per_s %s\n' "$alpha" "$mbps" >"$out/links.txt"
+  printf 'network_alpha_us %s\n' "$alpha" >"$out/links.txt"
+  mbps="the default"
+  if [ -n "$rate" ]; then
+    # The model gives every rank a network link of its own (as on a cluster
+    # with a NIC per GPU); a namespaced host's ranks share its one link.
+    mbps=$(awk -v r="$rate" -v l="$per_host" 'BEGIN {
+      n = r + 0; u = r; sub(/^[0-9.]+/, "", u)
+      f = (u == "gbit") ? 1e9 : (u == "mbit") ? 1e6 : (u == "kbit") ? 1e3 : 1
+      printf "%.1f\n", n * f / 8e6 / l }')
+    printf 'network_mb_per_s %s\n' "$mbps" >>"$out/links.txt"
+  fi
   export TIDAL_TUNER_FILE=$out/links.txt
   echo "links: ${delay:-no} delay, ${rate:-no} rate limit: network_alpha_us $alpha (8-byte half round trip), network_mb_per_s $mbps (a rank's share)"
 fi
