@@ -352,6 +352,17 @@ def case_ddp(steps):
     same_across_ranks = all(torch.equal(gathered[0], g) for g in gathered)
     write({"losses": losses, "same_across_ranks": same_across_ranks,
            "max_param_diff": (params["tidal"] - params["gloo"]).abs().max().item()})
+    # Leave without finalizing the interpreter. gloo's worker thread may still
+    # be dropping the all_gather's tensors, which takes the GIL; once Python is
+    # finalizing, PyTorch 1.13 ends that thread with pthread_exit inside a
+    # noexcept frame and the rank dies in std::terminate (CI, 2026-12-08:
+    # ProcessGroupGloo::runLoop -> TensorImpl::destroy_pyobj_if_needed ->
+    # PyEval_AcquireThread). The barrier (tidal) first: every rank has its
+    # all_gather done, so no gloo bytes are still on their way to this one.
+    dist.barrier()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def case_groups(port):
