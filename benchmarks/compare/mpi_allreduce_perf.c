@@ -337,7 +337,6 @@ static double timeStartingTogether(const Options* o, const Collective* coll, con
   for (j = 0; j < o->aggIters; j++) coll->call(src, recv, callCount, type);
   callSeconds = monotonicSeconds() - callSeconds;
   MPI_Allreduce(MPI_IN_PLACE, &callSeconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   period = 2 * callSeconds + 0.002;
   first = monotonicSeconds() + period;
   MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -439,6 +438,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
+  /* --start-together: the sleeps before each agreed start wake on time. */
+  if (o.startTogether) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   coll = o.collective == 1 ? &kAlltoall : o.collective == 2 ? &kBroadcast : &kAllreduce;
   type = o.isDouble ? MPI_DOUBLE : MPI_FLOAT;
   elem = o.isDouble ? sizeof(double) : sizeof(float);

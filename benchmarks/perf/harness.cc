@@ -2,7 +2,6 @@
 
 #include <sched.h>
 #include <sys/prctl.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -171,6 +171,8 @@ int Benchmark::run() {
         "barrier ");
   }
   if (opts_.startTogether) {
+    // The sleeps before each agreed start wake on time, not up to 50 us late.
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     reporter_.line(
         "# Start Together Enabled: each call starts at a moment all ranks agreed on (one clock: "
         "one machine), timed from it to each rank's end ");
@@ -386,36 +388,25 @@ double Benchmark::timeBackToBack(const CheckContext& timed) {
 // microseconds more; a rank that starts late still times from the agreed
 // start, so any lateness left shows in its time.
 double Benchmark::timeStartingTogether(const CheckContext& timed) {
-  const auto now = [] {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-  };
-  double callSeconds = now();
+  double callSeconds = steadySeconds();
   for (int agg = 0; agg < opts_.aggIters; ++agg) runOnce(timed);
   synchronize();
-  callSeconds = now() - callSeconds;
+  callSeconds = steadySeconds() - callSeconds;
   check(tidalAllReduce(&callSeconds, &callSeconds, 1, tidalDouble, tidalMax, comm_, nullptr),
         "tidalAllReduce (start-together period)");
-  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   const double period = 2 * callSeconds + 0.002;
-  double first = now() + period;
+  double first = steadySeconds() + period;
   check(tidalAllReduce(&first, &first, 1, tidalDouble, tidalMax, comm_, nullptr),
         "tidalAllReduce (start-together start)");
   double total = 0;
   for (int iter = 0; iter < opts_.iters; ++iter) {
     const double start = first + iter * period;
-    const double early = start - 300e-6 - now();
-    if (early > 0) {
-      timespec pause{};
-      pause.tv_sec = static_cast<time_t>(early);
-      pause.tv_nsec = static_cast<long>((early - static_cast<double>(pause.tv_sec)) * 1e9);
-      nanosleep(&pause, nullptr);
-    }
-    while (now() < start) sched_yield();
+    const double early = start - 300e-6 - steadySeconds();
+    if (early > 0) std::this_thread::sleep_for(std::chrono::duration<double>(early));
+    while (steadySeconds() < start) sched_yield();
     for (int agg = 0; agg < opts_.aggIters; ++agg) runOnce(timed);
     synchronize();
-    total += now() - start;
+    total += steadySeconds() - start;
   }
   return total / (static_cast<double>(opts_.iters) * opts_.aggIters);
 }
